@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The one entry point for people and CI.
+#
+#   ./build.sh setup          install system packages and the pinned Python environment
+#   ./build.sh exec CMD...    run CMD inside that environment
+#   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
+#   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS)
+#   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
+#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS)
+#
+# Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
+# hash of the pin files and the Python version, so every clone with the same pins reuses
+# it and a second `setup` takes seconds. TRAINER_VENV overrides its location.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python3}"
+APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake)
+# Horovod is compiled against the TensorFlow in the venv and the system OpenMPI.
+HOROVOD_BUILD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
+                   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
+
+log() { printf '[build.sh] %s\n' "$*" >&2; }
+
+pins_hash() {
+  { cat "$ROOT"/requirements.txt "$ROOT"/requirements-horovod.txt \
+        "$ROOT"/requirements-dev.txt "$ROOT"/constraints.txt
+    "$PYTHON" -c 'import sys; print(sys.version)'
+    printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"
+  } | sha256sum | cut -c1-16
+}
+
+venv_dir() {
+  echo "${TRAINER_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/venv-$(pins_hash)}"
+}
+
+install_system_packages() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing system packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_venv() {
+  local venv="$1"
+  if [ -f "$venv/.complete" ]; then
+    return 0
+  fi
+  log "creating $venv (first time for these pins: TensorFlow download and Horovod build, ~5-10 min)"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt")
+  "${pip[@]}" pip setuptools wheel
+  "${pip[@]}" -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt"
+  # Horovod's setup.py must see TensorFlow, so no build isolation; MAKEFLAGS bounds the
+  # compiler's memory (its default -j8 needs ~1.6 GB per job).
+  env "${HOROVOD_BUILD_ENV[@]}" MAKEFLAGS="-j$(nproc)" \
+    "${pip[@]}" --no-build-isolation -r "$ROOT/requirements-horovod.txt"
+  touch "$venv/.complete"
+}
+
+# The project itself is installed editable, pointing at this work tree; re-pointed when
+# another clone shares the venv.
+install_project() {
+  local venv="$1"
+  if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT"
+    echo "$ROOT" > "$venv/.project-root"
+  fi
+}
+
+setup() {
+  install_system_packages
+  local venv
+  venv="$(venv_dir)"
+  install_venv "$venv"
+  install_project "$venv"
+}
+
+run_in_env() {
+  local venv
+  venv="$(venv_dir)"
+  [ -f "$venv/.complete" ] || { log "environment missing: run ./build.sh setup"; exit 1; }
+  export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+  # Running as root (CI, containers) needs OpenMPI's explicit consent.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  cd "$ROOT"
+  exec "$@"
+}
+
+cmd="${1:-help}"
+shift || true
+case "$cmd" in
+  setup) setup ;;
+  exec) run_in_env "$@" ;;
+  demo) setup; run_in_env trainer demo "$@" ;;
+  test) setup; run_in_env python -m pytest "$@" ;;
+  test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
+  bench) setup; run_in_env trainer bench "$@" ;;
+  help|-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+"""SageMaker training container for distributed TensorFlow."""

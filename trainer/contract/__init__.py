@@ -1,0 +1,1 @@
+"""SageMaker's training contract: the job folder, its config files and hyperparameters."""

@@ -1,0 +1,309 @@
+"""Declared hyperparameters and their parsing.
+
+SageMaker hands every hyperparameter over as a string ("False", "256,128,64"); the
+toolkit's reader JSON-decodes what it can ("0.5" -> 0.5, "false" -> False) and leaves the
+rest as strings. Each value is parsed here by its declared type, so both spellings mean
+the same thing, and a bad value is an error that names the key and what it accepts.
+No value is ever evaluated as code.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from trainer.errors import JobError
+
+AUTO = "auto"
+
+
+def _is_auto(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", AUTO))
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("expected a boolean (true/false)")
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:  # "1e6" is a common way to write a feature count
+        number = float(text)
+    except ValueError:
+        raise ValueError("expected an integer") from None
+    if not number.is_integer():
+        raise ValueError("expected an integer")
+    return int(number)
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a number") from None
+    if not math.isfinite(number):
+        raise ValueError("expected a finite number")
+    return number
+
+
+def _parse_list(item_parser: Callable[[Any], Any]) -> Callable[[Any], list]:
+    def parse(value: Any) -> list:
+        if isinstance(value, (list, tuple)):
+            items = list(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            items = [value]
+        else:
+            text = str(value).strip()
+            if text.startswith("["):
+                try:
+                    items = json.loads(text)
+                except json.JSONDecodeError:
+                    raise ValueError("expected a comma-separated list") from None
+            else:
+                items = [part for part in text.split(",") if part.strip()]
+        if not items:
+            raise ValueError("expected a non-empty comma-separated list")
+        try:
+            return [item_parser(item) for item in items]
+        except ValueError as err:
+            raise ValueError(f"expected a comma-separated list ({err})") from None
+
+    return parse
+
+
+def _parse_str(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        raise ValueError("expected a string")
+    return str(value)
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "bool": _parse_bool,
+    "int": _parse_int,
+    "float": _parse_float,
+    "str": _parse_str,
+    "int_list": _parse_list(_parse_int),
+    "float_list": _parse_list(_parse_float),
+}
+
+KIND_TEXT = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "int_list": "a comma-separated list of integers",
+    "float_list": "a comma-separated list of numbers",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One declared hyperparameter."""
+
+    name: str
+    kind: str  # a key of PARSERS
+    default: Any
+    help: str
+    group: str = "training"
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    allow_auto: bool = False  # "auto" (or empty) means: decided from the job at run time
+    aliases: Mapping[str, str] = field(default_factory=dict)  # accepted spelling -> choice
+
+    def accepted(self) -> str:
+        if self.choices:
+            text = "one of " + ", ".join(self.choices)
+        else:
+            text = KIND_TEXT[self.kind]
+            if self.minimum is not None and self.maximum is not None:
+                text += f" in [{_fmt(self.minimum)}, {_fmt(self.maximum)}]"
+            elif self.minimum is not None:
+                text += f" >= {_fmt(self.minimum)}"
+            elif self.maximum is not None:
+                text += f" <= {_fmt(self.maximum)}"
+        if self.allow_auto:
+            text += " (or auto)"
+        return text
+
+    def parse(self, raw: Any) -> Any:
+        if self.allow_auto and _is_auto(raw):
+            return None
+        try:
+            value = PARSERS[self.kind](raw)
+        except ValueError as err:
+            raise JobError(
+                f"hyperparameter '{self.name}': {err}, got {raw!r}; accepted: {self.accepted()}"
+            ) from None
+        if self.choices:
+            key = str(value).strip().lower()
+            value = self.aliases.get(key, key)
+            if value not in self.choices:
+                raise JobError(
+                    f"hyperparameter '{self.name}': {raw!r} is not accepted; "
+                    f"accepted: {self.accepted()}"
+                )
+        for number in value if isinstance(value, list) else [value]:
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                if (self.minimum is not None and number < self.minimum) or (
+                    self.maximum is not None and number > self.maximum
+                ):
+                    raise JobError(
+                        f"hyperparameter '{self.name}': {raw!r} is out of range; "
+                        f"accepted: {self.accepted()}"
+                    )
+        return value
+
+
+def _fmt(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
+SPECS: tuple[Spec, ...] = (
+    # DeepFM (names as in the DeepFM distributed-training sample, so its users can switch)
+    Spec("field_size", "int", 39, "Fields per example (length of `ids` and `values`).",
+         group="model", minimum=1),
+    Spec("feature_size", "int", 117581, "Number of distinct feature ids (rows of the embedding table).",
+         group="model", minimum=1),
+    Spec("embedding_size", "int", 8, "Embedding width of each feature (FM factor size).",
+         group="model", minimum=1),
+    Spec("deep_layers", "int_list", [256, 128, 64], "Units of the MLP's hidden layers.",
+         group="model", minimum=1),
+    Spec("dropout", "float_list", [0.5], "Dropout rate of each MLP layer (one value applies to all).",
+         group="model", minimum=0.0, maximum=0.99),
+    Spec("l2_reg", "float", 1e-4, "L2 penalty on the MLP weights and on the embedding rows a batch uses.",
+         group="model", minimum=0.0),
+    Spec("optimizer", "str", "adam", "Optimizer; all update embedding rows sparsely "
+         "(adam is a lazy Adam: only the rows a batch touches).",
+         choices=("adam", "adagrad", "ftrl", "sgd", "momentum"),
+         aliases={"gd": "sgd", "lazyadam": "adam", "lazy_adam": "adam"}),
+    Spec("learning_rate", "float", 0.001, "Learning rate.", minimum=0.0),
+    Spec("batch_size", "int", 256, "Examples per batch (per process).", minimum=1),
+    Spec("num_epochs", "int", 3, "Passes over the training data.", minimum=1),
+    Spec("log_steps", "int", 100, "Log loss and samples/sec every this many steps.", minimum=1),
+    Spec("shuffle_buffer", "int", 10000, "Records in the shuffle buffer (0: no shuffling).", minimum=0),
+    Spec("seed", "int", 42, "Seed for initialisation and shuffling.", minimum=0),
+    Spec("model_version", "int", 1, "Version folder of the exported SavedModel: model/<version>/.",
+         minimum=0),
+    Spec("keep_checkpoints", "int", 3, "Checkpoints kept in the checkpoint dir.", minimum=1),
+    # Input
+    Spec("data_format", "str", None, "Record format of the channels; auto: from file names "
+         "(.libsvm/.txt/.csv are libsvm) or the channel's ContentType, else tfrecord.",
+         group="input", choices=("tfrecord", "libsvm"), allow_auto=True),
+    Spec("train_channel", "str", "training", "Name of the training channel (also accepted: train).",
+         group="input"),
+    Spec("eval_channel", "str", None, "Name of the evaluation channel; auto: the first of "
+         "evaluation, eval, validation, test that exists.", group="input", allow_auto=True),
+    Spec("cache_input", "str", "auto", "Cache the parsed input in memory after the first epoch; "
+         "auto: in File mode when the channel is under 1/4 of RAM.",
+         group="input", choices=("auto", "true", "false")),
+    Spec("pipe_wait_sec", "float", 600.0, "How long to wait for a Pipe-mode FIFO to appear before "
+         "the job fails.", group="input", minimum=1.0),
+    Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
+         "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
+    # CPU (P17): auto values are derived from the job's CPUs at start and logged
+    Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process.",
+         group="cpu", minimum=0, allow_auto=True),
+    Spec("inter_op_threads", "int", None, "TensorFlow inter-op threads; auto: 2.",
+         group="cpu", minimum=0, allow_auto=True),
+    Spec("omp_num_threads", "int", None, "OMP_NUM_THREADS for oneDNN; auto: physical cores per process.",
+         group="cpu", minimum=1, allow_auto=True),
+    Spec("kmp_affinity", "str", None, "KMP_AFFINITY; auto: granularity=fine,compact,1,0.",
+         group="cpu", allow_auto=True),
+    Spec("kmp_blocktime", "int", None, "KMP_BLOCKTIME in ms; auto: 1.",
+         group="cpu", minimum=0, allow_auto=True),
+    Spec("kmp_settings", "bool", False, "KMP_SETTINGS: print the OpenMP settings at start.", group="cpu"),
+)
+
+SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+
+# Set by the SageMaker Python SDK in script mode; accepted and not used by the trainer
+# (the model is written to SM_MODEL_DIR, as SageMaker uploads that folder).
+PASSED_THROUGH = ("model_dir",)
+
+
+class Hyperparameters(Mapping[str, Any]):
+    """Parsed hyperparameters: declared ones by attribute (hp.batch_size), plus `extra`,
+    the undeclared ones a user module may read."""
+
+    def __init__(self, values: dict[str, Any], explicit: set[str], extra: dict[str, Any]):
+        self._values = values
+        self.explicit = frozenset(explicit)  # names the job set (others are defaults)
+        self.extra = dict(extra)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.extra, **self._values}
+
+
+def parse_hyperparameters(raw: Mapping[str, Any], allow_unknown: bool | None = None) -> Hyperparameters:
+    """Parse the job's non-`sagemaker_` hyperparameters by their declared types.
+
+    Unknown names are an error (a typo would otherwise silently keep a default), unless a
+    user module is named: then they are the module's own and are passed to it as `extra`.
+    """
+    raw = {key: value for key, value in raw.items() if key not in PASSED_THROUGH}
+    if allow_unknown is None:
+        allow_unknown = bool(str(raw.get("user_module", "")).strip())
+    values: dict[str, Any] = {}
+    for spec in SPECS:
+        values[spec.name] = spec.parse(raw[spec.name]) if spec.name in raw else spec.default
+    extra = {key: value for key, value in raw.items() if key not in SPEC_BY_NAME}
+    if extra and not allow_unknown:
+        key = sorted(extra)[0]
+        hint = difflib.get_close_matches(key, SPEC_BY_NAME, n=1)
+        did_you_mean = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise JobError(
+            f"unknown hyperparameter '{key}'{did_you_mean}; accepted: "
+            + ", ".join(spec.name for spec in SPECS)
+            + " (names starting with sagemaker_ are framework parameters; "
+            "set user_module to pass other names to your own code)"
+        )
+    _check_consistency(values)
+    return Hyperparameters(values, set(raw) & set(SPEC_BY_NAME), extra)
+
+
+def _check_consistency(values: dict[str, Any]) -> None:
+    layers, dropout = values["deep_layers"], values["dropout"]
+    if len(dropout) not in (1, len(layers)):
+        raise JobError(
+            f"hyperparameter 'dropout': {len(dropout)} values for {len(layers)} deep_layers; "
+            "accepted: one value, or one per layer"
+        )

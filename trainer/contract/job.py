@@ -1,0 +1,200 @@
+"""One typed, validated view of SageMaker's training contract.
+
+Reading is done by `sagemaker_training.environment` (the SageMaker training toolkit);
+this module adds what it lacks: clear errors for missing or malformed config files,
+typed hyperparameters, channel modes and S3 distribution, Pipe-mode FIFO paths, the
+checkpoint dir, `SM_*` overrides and the CPU topology. It never imports TensorFlow, so
+CPU settings can be applied from the job before TensorFlow starts.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.contract.hyperparameters import Hyperparameters, parse_hyperparameters
+from trainer.errors import JobError
+
+DEFAULT_BASE_DIR = "/opt/ml"
+BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
+CONFIG_FILES = ("resourceconfig.json", "inputdataconfig.json", "hyperparameters.json")
+INPUT_MODES = ("File", "Pipe", "FastFile")
+S3_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
+
+
+@dataclass(frozen=True)
+class Channel:
+    name: str
+    input_mode: str  # File | Pipe | FastFile
+    s3_distribution: str  # FullyReplicated | ShardedByS3Key
+    content_type: str
+    path: str  # File/FastFile: the channel's folder; Pipe: the FIFO prefix (<path>_<epoch>)
+
+    @property
+    def is_pipe(self) -> bool:
+        return self.input_mode == "Pipe"
+
+    def fifo_path(self, epoch: int) -> str:
+        return f"{self.path}_{epoch}"
+
+
+@dataclass(frozen=True)
+class Job:
+    base_dir: str
+    hosts: tuple[str, ...]
+    current_host: str
+    instance_type: str
+    network_interface: str
+    num_cpus: int  # vCPUs this container may use
+    num_physical_cores: int
+    num_gpus: int
+    channels: dict[str, Channel]
+    hyperparameters: Hyperparameters
+    framework_params: dict[str, Any]  # the sagemaker_* hyperparameters, JSON-decoded
+    model_dir: str
+    output_dir: str
+    output_data_dir: str
+    checkpoint_dir: str
+    user_program: str | None = None  # sagemaker_program (script mode)
+    user_code_dir: str | None = None  # sagemaker_submit_directory
+
+    @property
+    def host_index(self) -> int:
+        return self.hosts.index(self.current_host)
+
+    @property
+    def failure_file(self) -> str:
+        return os.path.join(self.output_dir, "failure")
+
+    @property
+    def success_file(self) -> str:
+        return os.path.join(self.output_dir, "success")
+
+
+def base_dir_from_env() -> str:
+    return os.environ.get(BASE_DIR_ENV, DEFAULT_BASE_DIR)
+
+
+def output_dir_of(base_dir: str) -> str:
+    """Where the failure file goes, known even when the rest of the job cannot be read."""
+    return os.environ.get("SM_OUTPUT_DIR", os.path.join(base_dir, "output"))
+
+
+def _toolkit_environment(base_dir: str):
+    """The toolkit's `environment` module, bound to `base_dir`.
+
+    It reads SAGEMAKER_BASE_DIR once, at import; a process that reads a second job folder
+    (tests, `trainer plan` over several folders) reloads it for the new one.
+    """
+    os.environ[BASE_DIR_ENV] = base_dir
+    from sagemaker_training import environment
+
+    if environment.base_dir != base_dir:
+        environment = importlib.reload(environment)
+    return environment
+
+
+def _read_config(environment, name: str, reader) -> dict:
+    path = os.path.join(environment.input_config_dir, name)
+    if not os.path.isfile(path):
+        raise JobError(f"config file missing: {path} (SageMaker writes it; trainer local lays it out)")
+    try:
+        value = reader()
+    except json.JSONDecodeError as err:
+        raise JobError(f"config file {path} is not valid JSON: line {err.lineno} column {err.colno}: {err.msg}") from None
+    if not isinstance(value, dict):
+        raise JobError(f"config file {path} must hold a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _physical_cores(cpus: set[int]) -> int:
+    """Physical cores among the CPUs we may use (hyper-thread siblings count once)."""
+    cores = set()
+    for cpu in cpus:
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        try:
+            with open(path) as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
+
+
+def _channels(environment, input_data_config: dict, config_path: str) -> dict[str, Channel]:
+    channels = {}
+    for name, config in input_data_config.items():
+        if not isinstance(config, dict):
+            raise JobError(f"{config_path}: channel '{name}' must be a JSON object")
+        mode = config.get("TrainingInputMode", "File")
+        if mode not in INPUT_MODES:
+            raise JobError(f"{config_path}: channel '{name}': TrainingInputMode {mode!r}; accepted: {', '.join(INPUT_MODES)}")
+        distribution = config.get("S3DistributionType", "FullyReplicated")
+        if distribution not in S3_DISTRIBUTIONS:
+            raise JobError(
+                f"{config_path}: channel '{name}': S3DistributionType {distribution!r}; accepted: {', '.join(S3_DISTRIBUTIONS)}"
+            )
+        # SM_CHANNEL_<NAME> (upper case, '-' kept, as the toolkit writes it) overrides a File path.
+        path = os.environ.get(f"SM_CHANNEL_{name.upper()}") if mode != "Pipe" else None
+        channels[name] = Channel(
+            name=name,
+            input_mode=mode,
+            s3_distribution=distribution,
+            content_type=str(config.get("ContentType", "") or ""),
+            path=path or environment.channel_path(name),
+        )
+    return channels
+
+
+def read_job(base_dir: str | None = None) -> Job:
+    """Read and validate the job folder (default: $SAGEMAKER_BASE_DIR or /opt/ml)."""
+    base_dir = os.path.abspath(base_dir or base_dir_from_env())
+    if not os.path.isdir(base_dir):
+        raise JobError(f"job folder {base_dir} does not exist (set {BASE_DIR_ENV} or run inside SageMaker)")
+    environment = _toolkit_environment(base_dir)
+    resource_config = _read_config(environment, "resourceconfig.json", environment.read_resource_config)
+    input_data_config = _read_config(environment, "inputdataconfig.json", environment.read_input_data_config)
+    raw_hyperparameters = _read_config(environment, "hyperparameters.json", environment.read_hyperparameters)
+
+    rc_path = os.path.join(environment.input_config_dir, "resourceconfig.json")
+    hosts = resource_config.get("hosts")
+    current_host = resource_config.get("current_host")
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
+        raise JobError(f"{rc_path}: 'hosts' must be a non-empty list of host names")
+    if current_host not in hosts:
+        raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
+
+    env = environment.Environment(
+        resource_config=resource_config,
+        input_data_config=input_data_config or None,
+        hyperparameters=raw_hyperparameters,
+    )
+    framework_params = dict(env.additional_framework_parameters)
+    hyperparameters = parse_hyperparameters(env.hyperparameters)
+
+    allowed_cpus = os.sched_getaffinity(0)
+    num_cpus = int(os.environ.get("SM_NUM_CPUS", len(allowed_cpus)))
+    model_dir = os.environ.get("SM_MODEL_DIR", environment.model_dir)
+    output_dir = output_dir_of(base_dir)
+    user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
+    return Job(
+        base_dir=base_dir,
+        hosts=tuple(hosts),
+        current_host=current_host,
+        instance_type=env.current_instance_type,
+        network_interface=env.network_interface_name,
+        num_cpus=num_cpus,
+        num_physical_cores=min(num_cpus, _physical_cores(allowed_cpus)),
+        num_gpus=int(os.environ.get("SM_NUM_GPUS", env.num_gpus)),
+        channels=_channels(environment, input_data_config, os.path.join(environment.input_config_dir, "inputdataconfig.json")),
+        hyperparameters=hyperparameters,
+        framework_params=framework_params,
+        model_dir=model_dir,
+        output_dir=output_dir,
+        output_data_dir=os.environ.get("SM_OUTPUT_DATA_DIR", os.path.join(output_dir, "data")),
+        # /opt/ml/checkpoints: SageMaker syncs it with the estimator's checkpoint_s3_uri.
+        checkpoint_dir=os.path.join(base_dir, "checkpoints"),
+        user_program=user_program,
+        user_code_dir=env.module_dir if user_program else None,
+    )

@@ -1,0 +1,99 @@
+"""CPU settings (P17): threads and Intel OpenMP knobs, derived from the job, overridable.
+
+intel-tensorflow runs oneDNN on Intel OpenMP, which reads OMP_NUM_THREADS, KMP_AFFINITY,
+KMP_BLOCKTIME and KMP_SETTINGS once, when TensorFlow loads: `apply_environment` must run
+before TensorFlow is imported, `apply_tensorflow_threads` right after.
+
+Precedence for each setting: hyperparameter > the process environment (e.g. the image's
+ENV) > a default derived from the job's CPUs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KMP_AFFINITY = "granularity=fine,compact,1,0"
+DEFAULT_KMP_BLOCKTIME = 1
+DEFAULT_INTER_OP_THREADS = 2
+
+
+@dataclass(frozen=True)
+class CpuSettings:
+    intra_op_threads: int
+    inter_op_threads: int
+    omp_num_threads: int
+    kmp_affinity: str
+    kmp_blocktime: int
+    kmp_settings: bool
+    sources: dict  # setting -> "hyperparameter" | "environment" | "default"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "OMP_NUM_THREADS": str(self.omp_num_threads),
+            "KMP_AFFINITY": self.kmp_affinity,
+            "KMP_BLOCKTIME": str(self.kmp_blocktime),
+            "KMP_SETTINGS": "1" if self.kmp_settings else "0",
+        }
+
+    def describe(self) -> str:
+        values = {
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "OMP_NUM_THREADS": self.omp_num_threads,
+            "KMP_AFFINITY": self.kmp_affinity,
+            "KMP_BLOCKTIME": self.kmp_blocktime,
+            "KMP_SETTINGS": int(self.kmp_settings),
+        }
+        return " ".join(f"{key}={value}({self.sources[key]})" for key, value in values.items())
+
+
+def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int = 1,
+           environ: dict | None = None) -> CpuSettings:
+    """Pure: the settings for one of `processes_per_host` processes sharing the host."""
+    environ = os.environ if environ is None else environ
+    vcpus = max(1, num_cpus // processes_per_host)
+    cores = max(1, num_physical_cores // processes_per_host)
+    sources = {}
+
+    def pick(key, hp_name, env_name, default, convert=int):
+        hp_value = hp[hp_name] if hp_name in hp.explicit else None
+        if hp_value is not None:
+            sources[key] = "hyperparameter"
+            return hp_value
+        if env_name and environ.get(env_name, "").strip():
+            try:
+                value = convert(environ[env_name])
+                sources[key] = "environment"
+                return value
+            except ValueError:
+                log.warning("ignoring %s=%r: not valid", env_name, environ[env_name])
+        sources[key] = "default"
+        return default
+
+    return CpuSettings(
+        intra_op_threads=pick("intra_op_threads", "intra_op_threads", None, vcpus),
+        inter_op_threads=pick("inter_op_threads", "inter_op_threads", None,
+                              min(DEFAULT_INTER_OP_THREADS, vcpus)),
+        omp_num_threads=pick("OMP_NUM_THREADS", "omp_num_threads", "OMP_NUM_THREADS", cores),
+        kmp_affinity=pick("KMP_AFFINITY", "kmp_affinity", "KMP_AFFINITY", DEFAULT_KMP_AFFINITY, str),
+        kmp_blocktime=pick("KMP_BLOCKTIME", "kmp_blocktime", "KMP_BLOCKTIME", DEFAULT_KMP_BLOCKTIME),
+        kmp_settings=pick("KMP_SETTINGS", "kmp_settings", "KMP_SETTINGS", False,
+                          lambda text: text.strip().lower() not in ("0", "false", "")),
+        sources=sources,
+    )
+
+
+def apply_environment(settings: CpuSettings) -> None:
+    """Export the OpenMP variables; call before TensorFlow is imported."""
+    os.environ.update(settings.environment())
+    log.info("CPU settings: %s", settings.describe())
+
+
+def apply_tensorflow_threads(settings: CpuSettings) -> None:
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(settings.inter_op_threads)

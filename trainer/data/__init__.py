@@ -1,0 +1,1 @@
+"""Input: record formats, pipelines, Pipe-mode FIFOs and the data tools."""

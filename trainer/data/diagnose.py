@@ -1,0 +1,91 @@
+"""Turn TensorFlow's input errors into messages that name the file and line.
+
+TensorFlow reports a bad libsvm token or a truncated TFRecord without saying which file
+it was in. Checking every record up front would cost a full extra read of the data on
+every run, so the files are scanned only after an input error, to find the first bad
+record and say where it is.
+"""
+from __future__ import annotations
+
+import re
+
+from trainer.data.pipeline import InputSpec
+from trainer.data.records import parse_libsvm_line
+from trainer.errors import JobError
+
+_JOB_ERROR_IN_TF = re.compile(r"JobError: (.+)")
+_ID_OUT_OF_RANGE = re.compile(r"indices\[[^\]]*\] = (-?\d+) is not in \[0, (\d+)\)")
+
+
+def job_error_inside(tf_error: Exception) -> JobError | None:
+    """A JobError raised inside a tf.data generator reaches us wrapped in a TF error."""
+    match = _JOB_ERROR_IN_TF.search(str(tf_error))
+    return JobError(match.group(1).strip()) if match else None
+
+
+def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobError | None:
+    """The first bad record of a File-mode channel, or None if every record is fine."""
+    for path in spec.files:
+        problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
+            path, field_size, feature_size)
+        if problem:
+            return JobError(f"channel '{spec.channel.name}': {problem}")
+    return None
+
+
+def _scan_libsvm(path: str, field_size: int, feature_size: int) -> str | None:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                parse_libsvm_line(line, field_size, feature_size)
+            except ValueError as err:
+                return f"file {path} line {number}: {err}"
+    return None
+
+
+def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.data.records import batch_parser
+
+    parse = batch_parser("tfrecord", field_size)
+    index = 0
+    try:
+        for batch in tf.data.TFRecordDataset(path).batch(4096):
+            try:
+                features, _ = parse(batch)
+            except tf.errors.InvalidArgumentError as err:
+                return (f"file {path}: a record among records {index}..{index + len(batch) - 1} "
+                        f"does not have the layout ids int64[{field_size}], values float[{field_size}], "
+                        f"label float[1]: {err.message.splitlines()[0]}")
+            ids = features["ids"].numpy()
+            bad = np.argwhere((ids < 0) | (ids >= feature_size))
+            if len(bad):
+                row, column = bad[0]
+                return (f"file {path} record {index + row}: id {ids[row, column]} is outside "
+                        f"[0, feature_size={feature_size})")
+            index += len(batch)
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as err:
+        return f"file {path} is truncated or corrupt after record {index}: {err.message.splitlines()[0]}"
+    return None
+
+
+def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, feature_size: int) -> JobError | None:
+    """A JobError naming where an input error comes from, or None if it is not one."""
+    inner = job_error_inside(tf_error)
+    if inner:
+        return inner
+    for spec in specs:
+        if not spec.channel.is_pipe:
+            found = find_bad_record(spec, field_size, feature_size)
+            if found:
+                return found
+    match = _ID_OUT_OF_RANGE.search(str(tf_error))
+    if match:
+        channels = ", ".join(f"'{s.channel.name}'" for s in specs)
+        return JobError(f"channel {channels}: id {match.group(1)} is outside [0, feature_size="
+                        f"{match.group(2)}); set feature_size above the largest id")
+    return None

@@ -1,0 +1,108 @@
+"""Reading a Pipe-mode FIFO: records streamed by SageMaker's agent, one FIFO per epoch.
+
+TensorFlow's file readers use pread(), which a FIFO refuses ("Illegal seek"), so
+`tf.data.TFRecordDataset` cannot read one. Where AWS's PipeModeDataset is installed (the
+image's Python) it is used instead of this reader; elsewhere these generators read the
+stream with plain read() calls and hand TensorFlow whole chunks of records, so the
+per-element cost of `Dataset.from_generator` is paid once per chunk.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import time
+
+from trainer.errors import JobError
+
+READ_SIZE = 4 << 20
+RECORDS_PER_CHUNK = 4096
+MAX_RECORD_BYTES = 1 << 30  # a larger length means the stream is not TFRecord framing
+
+
+def wait_for_fifo(path: str, timeout_sec: float, poll_sec: float = 0.05) -> None:
+    """Wait for SageMaker's agent to create the epoch's FIFO; fail clearly if it never does."""
+    deadline = time.monotonic() + timeout_sec
+    while True:
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None:
+            if not stat.S_ISFIFO(mode):
+                raise JobError(f"Pipe-mode input {path} exists but is not a FIFO")
+            return
+        if time.monotonic() >= deadline:
+            raise JobError(
+                f"Pipe-mode FIFO {path} did not appear within {timeout_sec:.0f} s "
+                "(is the channel declared Pipe, and does its S3 prefix hold data?)")
+        time.sleep(poll_sec)
+
+
+def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
+    """Yield lists of serialized records from a TFRecord stream (CRCs are not checked)."""
+    buffer = bytearray()
+    offset = 0
+    record_index = 0
+    chunk = []
+    with open(path, "rb", buffering=0) as stream:
+        eof = False
+        while not eof or offset < len(buffer):
+            if len(buffer) - offset < 12 and not eof:
+                data = stream.read(READ_SIZE)
+                if data:
+                    del buffer[:offset]
+                    offset = 0
+                    buffer += data
+                    continue
+                eof = True
+                continue
+            if len(buffer) - offset < 12:
+                raise JobError(f"{path}: stream ends inside the header of record {record_index} (truncated)")
+            (length,) = struct.unpack_from("<Q", buffer, offset)
+            if length > MAX_RECORD_BYTES:
+                raise JobError(f"{path}: record {record_index} has an impossible length {length}; "
+                               "the stream is not TFRecord or is corrupt")
+            end = offset + 12 + length + 4
+            while len(buffer) < end and not eof:
+                data = stream.read(max(READ_SIZE, end - len(buffer)))
+                if not data:
+                    eof = True
+                    break
+                buffer += data
+            if len(buffer) < end:
+                raise JobError(f"{path}: stream ends inside record {record_index} (truncated)")
+            chunk.append(bytes(buffer[offset + 12:offset + 12 + length]))
+            offset = end
+            record_index += 1
+            if len(chunk) >= records_per_chunk:
+                yield chunk
+                chunk = []
+                del buffer[:offset]
+                offset = 0
+    if chunk:
+        yield chunk
+
+
+def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
+    """Yield lists of non-empty text lines from a stream."""
+    chunk = []
+    with open(path, "rb") as stream:
+        for line in stream:
+            line = line.strip()
+            if line:
+                chunk.append(line)
+                if len(chunk) >= records_per_chunk:
+                    yield chunk
+                    chunk = []
+    if chunk:
+        yield chunk
+
+
+def fifo_dataset(path: str, data_format: str):
+    """A tf.data.Dataset of the serialized records streamed through the FIFO `path`."""
+    import tensorflow as tf
+
+    chunks = tfrecord_chunks if data_format == "tfrecord" else line_chunks
+    return tf.data.Dataset.from_generator(
+        lambda: chunks(path), output_signature=tf.TensorSpec([None], tf.string)).unbatch()

@@ -1,0 +1,153 @@
+"""Input pipelines: what one process reads each epoch, in the order of P18.
+
+files -> interleave (parallel, deterministic) -> shard -> cache -> shuffle -> batch ->
+map(parse a whole batch) -> prefetch. The epoch loop iterates the dataset once per epoch
+(that is the `repeat`): in File mode the same dataset object is reused, so its cache
+fills on the first pass and serves the rest; in Pipe mode each epoch reads a new FIFO.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from trainer.contract.job import Channel
+from trainer.data.fifo import fifo_dataset, wait_for_fifo
+from trainer.data.records import FORMATS, format_of_path
+from trainer.errors import JobError
+
+log = logging.getLogger(__name__)
+
+CACHE_RAM_FRACTION = 0.25
+MAX_PARALLEL_FILE_READS = 8
+
+
+def list_data_files(path: str) -> list[str]:
+    """Data files under `path` (a file or folder): sorted, recursive, hidden ones skipped."""
+    if os.path.isfile(path):
+        return [path]
+    files = []
+    for folder, subfolders, names in os.walk(path, followlinks=True):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        files.extend(os.path.join(folder, n) for n in sorted(names) if not n.startswith("."))
+    return files
+
+
+def channel_files(channel: Channel) -> list[str]:
+    if not os.path.isdir(channel.path):
+        raise JobError(f"channel '{channel.name}': folder {channel.path} does not exist")
+    files = list_data_files(channel.path)
+    if not files:
+        raise JobError(f"channel '{channel.name}': no data files in {channel.path}")
+    return files
+
+
+def resolve_format(requested: str | None, channel: Channel, files: list[str]) -> str:
+    """tfrecord or libsvm: the hyperparameter, else file suffixes, else the ContentType."""
+    if requested:
+        return requested
+    if files:
+        formats = {format_of_path(f) for f in files}
+        if len(formats) > 1:
+            raise JobError(f"channel '{channel.name}': mixes TFRecord and libsvm files; "
+                           "keep one format per channel or set data_format")
+        return formats.pop()
+    content_type = channel.content_type.lower()
+    for data_format in FORMATS:
+        if data_format in content_type:
+            return data_format
+    return "tfrecord"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What one process reads from one channel."""
+
+    channel: Channel
+    data_format: str
+    files: tuple[str, ...] = ()  # File mode
+    shard_count: int = 1
+    shard_index: int = 0
+
+    @staticmethod
+    def for_channel(channel: Channel, requested_format: str | None,
+                    shard_count: int = 1, shard_index: int = 0) -> "InputSpec":
+        files = () if channel.is_pipe else tuple(channel_files(channel))
+        return InputSpec(channel, resolve_format(requested_format, channel, list(files)),
+                         files, shard_count, shard_index)
+
+    def total_bytes(self) -> int:
+        return sum(os.path.getsize(f) for f in self.files)
+
+
+def _file_records(spec: InputSpec):
+    import tensorflow as tf
+
+    def read(path):
+        if spec.data_format == "tfrecord":
+            return tf.data.TFRecordDataset(path, buffer_size=1 << 20)
+        lines = tf.data.TextLineDataset(path)
+        return lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+
+    files = tf.data.Dataset.from_tensor_slices(list(spec.files))
+    # Deterministic so that every process sees the same order and the record-level shard
+    # below gives each record to exactly one process.
+    return files.interleave(read, cycle_length=min(len(spec.files), MAX_PARALLEL_FILE_READS),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
+    """The serialized records this process reads in one epoch (sharded, not yet batched)."""
+    if spec.channel.is_pipe:
+        path = spec.channel.fifo_path(pipe_epoch)
+        wait_for_fifo(path, pipe_wait_sec)
+        dataset = fifo_dataset(path, spec.data_format)
+    else:
+        dataset = _file_records(spec)
+    if spec.shard_count > 1:
+        dataset = dataset.shard(spec.shard_count, spec.shard_index)
+    return dataset
+
+
+def should_cache(setting: str, spec: InputSpec, processes_per_host: int = 1) -> bool:
+    if setting in ("true", "false"):
+        return setting == "true" and not spec.channel.is_pipe
+    if spec.channel.is_pipe:
+        return False
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return spec.total_bytes() / spec.shard_count * processes_per_host < CACHE_RAM_FRACTION * ram
+
+
+class EpochInput:
+    """The batched, parsed dataset of each epoch for one channel."""
+
+    def __init__(self, spec: InputSpec, parse_fn, batch_size: int, shuffle_buffer: int = 0,
+                 seed: int | None = None, cache: bool = False, pipe_wait_sec: float = 600.0):
+        self.spec = spec
+        self.parse_fn = parse_fn
+        self.batch_size = batch_size
+        self.shuffle_buffer = shuffle_buffer
+        self.seed = seed
+        self.cache = cache
+        self.pipe_wait_sec = pipe_wait_sec
+        self._file_dataset = None
+
+    def dataset(self, pipe_epoch: int):
+        """The dataset for one pass; `pipe_epoch` counts this run's passes over the channel."""
+        if not self.spec.channel.is_pipe:
+            if self._file_dataset is None:
+                self._file_dataset = self._build(records(self.spec, 0, self.pipe_wait_sec))
+            return self._file_dataset
+        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec))
+
+    def _build(self, dataset):
+        import tensorflow as tf
+
+        if self.cache:
+            dataset = dataset.cache()
+        if self.shuffle_buffer:
+            dataset = dataset.shuffle(self.shuffle_buffer, seed=self.seed,
+                                      reshuffle_each_iteration=True)
+        dataset = dataset.batch(self.batch_size)
+        dataset = dataset.map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)

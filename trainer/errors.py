@@ -1,0 +1,9 @@
+"""The one exception type for problems the user must fix (bad input or configuration)."""
+
+
+class JobError(Exception):
+    """A problem with the job's data, configuration or hyperparameters.
+
+    The message says what is wrong and where (file, line, channel, hyperparameter); it is
+    written first in SageMaker's failure file, which shows the user its first 1024 chars.
+    """

@@ -1,0 +1,111 @@
+"""Hooks: what a user module may replace, so users bring a model, not a training script.
+
+A user module (hyperparameter `user_module`, or the script-mode `sagemaker_program` in
+`sagemaker_submit_directory`) may define any of:
+
+    def model_fn(hyperparameters: dict) -> tf.keras.Model
+        # outputs P(label = 1), shape [batch, 1]; its inputs are named like parse_fn's features
+    def parse_fn(serialized: tf.Tensor, hyperparameters: dict) -> (features: dict, label)
+        # serialized: string[batch] of TFRecord records or libsvm lines, parsed as a batch
+    def optimizer_fn(hyperparameters: dict) -> tf.keras optimizer
+
+What it leaves out falls back to the built-in DeepFM, its record layout and the sparse
+optimizers. `hyperparameters` holds the declared hyperparameters and the module's own.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
+
+from trainer.errors import JobError
+
+log = logging.getLogger(__name__)
+HOOK_NAMES = ("model_fn", "parse_fn", "optimizer_fn")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    source: str  # "built-in DeepFM" or the module's name
+    model_fn: Callable
+    parse_fn: Callable  # (data_format, hp) -> batch parser
+    optimizer_fn: Callable
+    custom_parse: bool
+
+
+def _import_path(path: str) -> ModuleType:
+    if not os.path.isfile(path):
+        raise JobError(f"user module file {path} does not exist")
+    name = os.path.splitext(os.path.basename(path))[0]
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # so the module can import its neighbours
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _script_mode_code(job) -> str:
+    """Fetch sagemaker_submit_directory (S3, tar.gz or folder) into the code dir."""
+    from sagemaker_training import environment, files
+
+    code_dir = environment.code_dir
+    files.download_and_extract(uri=job.user_code_dir, path=code_dir)
+    return code_dir
+
+
+def load_user_module(job) -> ModuleType | None:
+    name = job.hyperparameters.user_module.strip()
+    try:
+        if name:
+            if name.endswith(".py") or os.sep in name:
+                return _import_path(name)
+            return importlib.import_module(name)
+        if job.user_program:
+            code_dir = job.user_code_dir
+            if not (code_dir and os.path.isdir(code_dir)):
+                code_dir = _script_mode_code(job)
+            return _import_path(os.path.join(code_dir, job.user_program))
+    except JobError:
+        raise
+    except ImportError as err:
+        raise JobError(f"user module {name or job.user_program!r} cannot be imported: {err}") from err
+    return None
+
+
+def resolve(job) -> Hooks:
+    from trainer.data.records import batch_parser
+    from trainer.models.deepfm import model_from_hyperparameters
+    from trainer.models.optimizers import make_optimizer
+
+    module = load_user_module(job)
+    user = {name: getattr(module, name, None) for name in HOOK_NAMES} if module else {}
+    if module is not None and not any(user.values()):
+        raise JobError(f"user module {module.__name__!r} defines none of {', '.join(HOOK_NAMES)}")
+    hp = job.hyperparameters
+    as_dict = hp.as_dict()
+
+    def model_fn():
+        return user["model_fn"](as_dict) if user.get("model_fn") else model_from_hyperparameters(hp)
+
+    def parse_fn(data_format: str):
+        if user.get("parse_fn"):
+            return lambda serialized: user["parse_fn"](serialized, as_dict)
+        return batch_parser(data_format, hp.field_size)
+
+    def optimizer_fn():
+        if user.get("optimizer_fn"):
+            return user["optimizer_fn"](as_dict)
+        return make_optimizer(hp.optimizer, hp.learning_rate)
+
+    source = module.__name__ if module else "built-in DeepFM"
+    if module:
+        log.info("user module %s provides: %s", source, ", ".join(n for n, f in user.items() if f))
+    return Hooks(source, model_fn, parse_fn, optimizer_fn, custom_parse=bool(user.get("parse_fn")))

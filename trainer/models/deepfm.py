@@ -1,0 +1,94 @@
+"""DeepFM (Guo et al., 2017) in Keras, on the DeepFM sample's feature layout.
+
+Inputs: `ids` int64[batch, field_size] and `values` float32[batch, field_size], one id per
+field. One embedding table serves all fields; its first column is the FM first-order
+weight and the other `embedding_size` columns the factor vector, so one gather per batch
+feeds both the FM and the MLP. The table's gradient stays an IndexedSlices (only the
+rows the batch uses) so sparse optimizers update those rows only.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+class FeatureEmbedding(tf.keras.layers.Layer):
+    """One table for every field: rows of [first-order weight, factor vector].
+
+    L2 applies to the rows the batch looks up (averaged over the batch), not to the whole
+    table: a table-wide penalty would make every step's gradient dense and its cost grow
+    with feature_size.
+    """
+
+    def __init__(self, feature_size: int, embedding_size: int, l2_reg: float, **kwargs):
+        super().__init__(**kwargs)
+        self.feature_size = feature_size
+        self.embedding_size = embedding_size
+        self.l2_reg = l2_reg
+
+    def build(self, input_shape):
+        self.table = self.add_weight(
+            name="table",
+            shape=(self.feature_size, 1 + self.embedding_size),
+            initializer=tf.keras.initializers.RandomNormal(stddev=0.01),
+        )
+        super().build(input_shape)
+
+    def call(self, ids):
+        rows = tf.nn.embedding_lookup(self.table, ids)  # [batch, fields, 1 + k]
+        if self.l2_reg:
+            per_example = tf.reduce_sum(tf.square(rows), axis=[1, 2])
+            self.add_loss(self.l2_reg * 0.5 * tf.reduce_mean(per_example))
+        return rows
+
+    def get_config(self):
+        return {**super().get_config(), "feature_size": self.feature_size,
+                "embedding_size": self.embedding_size, "l2_reg": self.l2_reg}
+
+
+class FactorizationMachine(tf.keras.layers.Layer):
+    """FM logit: sum_f w_f x_f + 1/2 sum_k [(sum_f v_fk x_f)^2 - sum_f (v_fk x_f)^2]."""
+
+    def call(self, inputs):
+        weights, vectors, values = inputs  # [b, f], [b, f, k], [b, f]
+        first_order = tf.reduce_sum(weights * values, axis=1, keepdims=True)
+        scaled = vectors * tf.expand_dims(values, -1)
+        square_of_sum = tf.square(tf.reduce_sum(scaled, axis=1))
+        sum_of_squares = tf.reduce_sum(tf.square(scaled), axis=1)
+        second_order = 0.5 * tf.reduce_sum(square_of_sum - sum_of_squares, axis=1, keepdims=True)
+        return first_order + second_order
+
+
+def build_deepfm(field_size: int, feature_size: int, embedding_size: int, deep_layers,
+                 dropout, l2_reg: float, seed: int | None = None) -> tf.keras.Model:
+    """The DeepFM as a functional Keras model: inputs {'ids', 'values'}, output P(click)."""
+    if seed is not None:
+        tf.keras.utils.set_random_seed(seed)
+    dropout = list(dropout)
+    if len(dropout) == 1:
+        dropout = dropout * len(deep_layers)
+    ids = tf.keras.Input(shape=(field_size,), dtype=tf.int64, name="ids")
+    values = tf.keras.Input(shape=(field_size,), dtype=tf.float32, name="values")
+
+    rows = FeatureEmbedding(feature_size, embedding_size, l2_reg, name="embedding")(ids)
+    weights = rows[:, :, 0]
+    vectors = rows[:, :, 1:]
+    fm_logit = FactorizationMachine(name="fm")([weights, vectors, values])
+
+    regularizer = tf.keras.regularizers.l2(l2_reg) if l2_reg else None
+    deep = tf.keras.layers.Reshape((field_size * embedding_size,))(
+        vectors * tf.expand_dims(values, -1))
+    for index, (units, rate) in enumerate(zip(deep_layers, dropout)):
+        deep = tf.keras.layers.Dense(units, activation="relu", kernel_regularizer=regularizer,
+                                     name=f"deep_{index}")(deep)
+        if rate:
+            deep = tf.keras.layers.Dropout(rate, name=f"dropout_{index}")(deep)
+    deep_logit = tf.keras.layers.Dense(1, kernel_regularizer=regularizer, name="deep_out")(deep)
+
+    logit = tf.keras.layers.Add(name="logit")([fm_logit, deep_logit])
+    probability = tf.keras.layers.Activation("sigmoid", name="probability")(logit)
+    return tf.keras.Model(inputs={"ids": ids, "values": values}, outputs=probability, name="deepfm")
+
+
+def model_from_hyperparameters(hp) -> tf.keras.Model:
+    return build_deepfm(hp.field_size, hp.feature_size, hp.embedding_size, hp.deep_layers,
+                        hp.dropout, hp.l2_reg, seed=hp.seed)

@@ -1,0 +1,56 @@
+"""Optimizers that update embedding rows sparsely.
+
+Keras 2.14's new optimizers apply Adam and FTRL densely to an IndexedSlices gradient
+(every step touches the whole table, so the step cost grows with feature_size). The
+`tf.keras.optimizers.legacy` classes call TensorFlow's fused sparse kernels
+(ResourceSparseApplyAdagradV2, ResourceSparseApplyFtrl, ...) and are what Horovod's
+DistributedOptimizer wraps for TF >= 2.11. Legacy Adam is still dense on sparse
+gradients, hence `LazyAdam`.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+Legacy = tf.keras.optimizers.legacy
+
+
+class LazyAdam(Legacy.Adam):
+    """Adam whose moment and weight updates touch only the rows in the gradient.
+
+    Same semantics as TensorFlow Addons' LazyAdam; written here because Addons is
+    end-of-life and its optimizers do not follow TF 2.14's optimizer classes. Dense
+    gradients (MLP weights) get plain Adam; repeated ids in a batch are summed first by
+    the base class (_resource_apply_sparse_duplicate_indices).
+    """
+
+    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+        var_device, var_dtype = var.device, var.dtype.base_dtype
+        coefficients = (apply_state or {}).get((var_device, var_dtype)) or self._fallback_apply_state(
+            var_device, var_dtype)
+        local_step = tf.cast(self.iterations + 1, var_dtype)
+        beta_1 = coefficients["beta_1_t"]
+        beta_2 = coefficients["beta_2_t"]
+        lr = coefficients["lr_t"] * tf.sqrt(1 - tf.pow(beta_2, local_step)) / (
+            1 - tf.pow(beta_1, local_step))
+        m = self.get_slot(var, "m")
+        v = self.get_slot(var, "v")
+        m_rows = beta_1 * tf.gather(m, indices) + (1 - beta_1) * grad
+        v_rows = beta_2 * tf.gather(v, indices) + (1 - beta_2) * tf.square(grad)
+        update = lr * m_rows / (tf.sqrt(v_rows) + coefficients["epsilon"])
+        return tf.group(
+            m.scatter_update(tf.IndexedSlices(m_rows, indices)),
+            v.scatter_update(tf.IndexedSlices(v_rows, indices)),
+            var.scatter_sub(tf.IndexedSlices(update, indices)),
+        )
+
+
+def make_optimizer(name: str, learning_rate: float):
+    """The optimizer named by the `optimizer` hyperparameter (already validated)."""
+    factories = {
+        "adam": lambda: LazyAdam(learning_rate=learning_rate),
+        "adagrad": lambda: Legacy.Adagrad(learning_rate=learning_rate, initial_accumulator_value=0.1),
+        "ftrl": lambda: Legacy.Ftrl(learning_rate=learning_rate),
+        "sgd": lambda: Legacy.SGD(learning_rate=learning_rate),
+        "momentum": lambda: Legacy.SGD(learning_rate=learning_rate, momentum=0.95),
+    }
+    return factories[name]()

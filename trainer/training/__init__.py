@@ -1,0 +1,1 @@
+"""Training: one process's epochs, evaluation, checkpoints and export."""

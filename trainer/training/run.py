@@ -1,0 +1,213 @@
+"""One training process: input, model, epochs, evaluation, checkpoints, export, metrics."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from trainer import hooks as user_hooks
+from trainer.contract.job import Job
+from trainer.data import diagnose
+from trainer.data.pipeline import EpochInput, InputSpec, should_cache
+from trainer.errors import JobError
+from trainer.report import write_metrics
+from trainer.contract.channels import pick_eval_channel, pick_train_channel
+
+log = logging.getLogger(__name__)
+AUC_THRESHOLDS = 1000
+INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.errors.UnknownError,
+                tf.errors.OutOfRangeError)
+
+
+class Throughput(tf.keras.callbacks.Callback):
+    """Logs `step=N epoch=E loss=L samples/sec=S` every `log_steps` steps.
+
+    The rate excludes the first step of each fit (graph tracing), so it measures training.
+    The last, partial batch of an epoch counts as a full one.
+    """
+
+    def __init__(self, batch_size: int, log_steps: int):
+        super().__init__()
+        self.batch_size = batch_size
+        self.log_steps = log_steps
+        self.timed_steps = 0
+        self.timed_seconds = 0.0
+
+    def on_train_begin(self, logs=None):
+        self.step = int(self.model.optimizer.iterations.numpy())
+        self.window_start = None
+        self.window_steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch + 1
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        now = time.perf_counter()
+        if self.window_start is None:  # first step of this fit: tracing, not timed
+            self.window_start = now
+            return
+        self.window_steps += 1
+        if self.step % self.log_steps == 0:
+            self._close_window(now, logs)
+
+    def on_train_end(self, logs=None):
+        if self.window_start is not None:
+            self._close_window(time.perf_counter(), None)
+
+    def _close_window(self, now, logs):
+        seconds = now - self.window_start
+        if self.window_steps and seconds > 0:
+            self.timed_steps += self.window_steps
+            self.timed_seconds += seconds
+            if logs is not None:
+                rate = self.window_steps * self.batch_size / seconds
+                log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
+                         self.step, self.epoch, logs.get("loss", float("nan")), rate)
+        self.window_start, self.window_steps = now, 0
+
+    @property
+    def samples_per_sec(self) -> float:
+        return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
+
+
+class Evaluator:
+    """AUC and logloss of the model over one pass of a dataset (Keras metrics).
+
+    Built once per run so its step function is traced once, not once per epoch.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.auc = tf.keras.metrics.AUC(num_thresholds=AUC_THRESHOLDS)
+        self.logloss = tf.keras.metrics.BinaryCrossentropy()
+        self._update = tf.function(self._update_step, reduce_retracing=True)
+
+    def _update_step(self, features, labels):
+        predictions = self.model(features, training=False)
+        self.auc.update_state(labels, predictions)
+        self.logloss.update_state(labels, predictions)
+        return tf.shape(labels)[0]
+
+    def __call__(self, dataset) -> dict:
+        self.auc.reset_state()
+        self.logloss.reset_state()
+        examples = 0
+        for features, labels in dataset:
+            examples += int(self._update(features, labels))
+        if not examples:
+            raise JobError("the evaluation channel holds no records")
+        return {"auc": float(self.auc.result()), "logloss": float(self.logloss.result()),
+                "examples": examples}
+
+
+@contextlib.contextmanager
+def input_errors_explained(specs, hooks, hp):
+    """Re-raise TensorFlow's input errors as JobErrors naming the channel, file and line."""
+    try:
+        yield
+    except INPUT_ERRORS as err:
+        explained = diagnose.job_error_inside(err)
+        if explained is None and not hooks.custom_parse:
+            explained = diagnose.explain(err, specs, hp.field_size, hp.feature_size)
+        if explained is None:
+            raise
+        raise explained from err
+
+
+def export_saved_model(model, model_dir: str, version: int) -> str:
+    """SavedModel in TF Serving's layout: <model_dir>/<version>/saved_model.pb."""
+    path = os.path.join(model_dir, str(version))
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    model.save(path, include_optimizer=False, save_format="tf")
+    return path
+
+
+def train(job: Job, cpu_settings=None) -> dict:
+    hp = job.hyperparameters
+    hooks = user_hooks.resolve(job)
+
+    train_spec = InputSpec.for_channel(pick_train_channel(job), hp.data_format)
+    eval_channel = pick_eval_channel(job)
+    eval_spec = InputSpec.for_channel(eval_channel, hp.data_format) if eval_channel else None
+    specs = [s for s in (train_spec, eval_spec) if s]
+    train_input = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), hp.batch_size,
+                             hp.shuffle_buffer, hp.seed, should_cache(hp.cache_input, train_spec),
+                             hp.pipe_wait_sec)
+    eval_input = eval_spec and EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format),
+                                          hp.batch_size, cache=should_cache(hp.cache_input, eval_spec),
+                                          pipe_wait_sec=hp.pipe_wait_sec)
+    log.info("model: %s; training channel '%s' (%s, %s, cache=%s)%s", hooks.source,
+             train_spec.channel.name, train_spec.channel.input_mode, train_spec.data_format,
+             train_input.cache,
+             f"; evaluation channel '{eval_spec.channel.name}'" if eval_spec else "; no evaluation channel")
+
+    tf.keras.utils.set_random_seed(hp.seed)
+    model = hooks.model_fn()
+    optimizer = hooks.optimizer_fn()
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy())
+
+    epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
+    manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint)
+        log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
+                 int(epoch_counter), int(optimizer.iterations))
+    start_epoch = int(epoch_counter)
+
+    throughput = Throughput(hp.batch_size, hp.log_steps)
+    evaluate = Evaluator(model)
+    history = []
+    train_seconds = 0.0
+    for epoch in range(start_epoch, hp.num_epochs):
+        pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
+        started = time.perf_counter()
+        with input_errors_explained(specs, hooks, hp):
+            fit = model.fit(train_input.dataset(pass_index), initial_epoch=epoch, epochs=epoch + 1,
+                            verbose=0, callbacks=[throughput])
+        train_seconds += time.perf_counter() - started
+        record = {"epoch": epoch + 1, "train_loss": float(fit.history["loss"][-1])}
+        if eval_input:
+            log.info("epoch=%d evaluating on channel '%s'", epoch + 1, eval_spec.channel.name)
+            with input_errors_explained(specs, hooks, hp):
+                result = evaluate(eval_input.dataset(pass_index))
+            record.update(eval_auc=result["auc"], eval_logloss=result["logloss"])
+        history.append(record)
+        log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
+                 int(optimizer.iterations), record["train_loss"],
+                 f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
+                 if eval_input else "", throughput.samples_per_sec)
+        epoch_counter.assign(epoch + 1)
+        log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
+        manager.save(checkpoint_number=int(optimizer.iterations))
+
+    if eval_input and not history:  # resumed after the last epoch: evaluate what was restored
+        with input_errors_explained(specs, hooks, hp):
+            result = evaluate(eval_input.dataset(0))
+        history.append({"epoch": start_epoch, "eval_auc": result["auc"], "eval_logloss": result["logloss"]})
+
+    export_dir = export_saved_model(model, job.model_dir, hp.model_version)
+    log.info("exported SavedModel to %s", export_dir)
+    last = history[-1] if history else {}
+    metrics = {
+        "eval_auc": last.get("eval_auc"),
+        "eval_logloss": last.get("eval_logloss"),
+        "train_loss": last.get("train_loss"),
+        "train_samples_per_sec": round(throughput.samples_per_sec, 1),
+        "train_seconds": round(train_seconds, 3),
+        "epochs": int(epoch_counter),
+        "steps": int(optimizer.iterations),
+        "resumed_from_epoch": start_epoch,
+        "history": history,
+        "model": hooks.source,
+        "export_dir": export_dir,
+        "cpu_settings": cpu_settings.describe() if cpu_settings else None,
+    }
+    write_metrics(job.output_data_dir, metrics)
+    return metrics
