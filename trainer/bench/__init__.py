@@ -1,3 +1,42 @@
-"""placeholder"""
-def add_arguments(p): pass
-def main(a): return 0
+"""`trainer bench NAME`: shipped benchmarks. Each prints a table and writes JSON.
+
+    trainer bench optimizers --out out/bench
+
+Figures are measured side by side in one run (this kind of machine is shared and noisy:
+compare ratios within a run, not absolute numbers across runs).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+
+BENCHMARKS = {
+    "optimizers": "trainer.bench.optimizers",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    subparsers = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        sub = subparsers.add_parser(name, help=module.__doc__.splitlines()[0], description=module.__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.add_argument("--out", default=os.path.join("out", "bench"), help="folder for the JSON result")
+        module.add_arguments(sub)
+
+
+def main(args: argparse.Namespace) -> int:
+    from trainer.entry import setup_logging
+
+    setup_logging()
+    module = importlib.import_module(BENCHMARKS[args.benchmark])
+    result = module.run(args)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"{args.benchmark}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    print(module.table(result))
+    print(f"\nwritten to {path}")
+    return 0

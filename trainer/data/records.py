@@ -95,15 +95,41 @@ def parse_criteo_line(line: str, hash_buckets: int):
     return label, ids, values
 
 
-def encode_example(label: float, ids, values) -> bytes:
-    import tensorflow as tf
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    value &= (1 << 64) - 1  # negative int64 values are ten-byte two's complement varints
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
-    feature = tf.train.Feature
-    return tf.train.Example(features=tf.train.Features(feature={
-        "ids": feature(int64_list=tf.train.Int64List(value=[int(i) for i in ids])),
-        "values": feature(float_list=tf.train.FloatList(value=[float(v) for v in values])),
-        "label": feature(float_list=tf.train.FloatList(value=[float(label)])),
-    })).SerializeToString()
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _feature_entry(key: bytes, feature: bytes) -> bytes:
+    return _field(1, _field(1, key) + _field(2, feature))  # Features.feature map entry
+
+
+def encode_example(label: float, ids, values) -> bytes:
+    """A serialized tf.train.Example of the layout, encoded directly.
+
+    Building tf.train.Example objects costs tens of microseconds a row from Python; the
+    layout is fixed, so its wire format is written here (tests check it against
+    TensorFlow's parser).
+    """
+    import numpy as np
+
+    int64_list = _field(1, b"".join(_varint(int(i)) for i in ids))
+    values_list = _field(1, np.asarray(values, dtype="<f4").tobytes())
+    label_list = _field(1, np.asarray([label], dtype="<f4").tobytes())
+    features = (_feature_entry(b"ids", _field(3, int64_list))
+                + _feature_entry(b"values", _field(2, values_list))
+                + _feature_entry(b"label", _field(2, label_list)))
+    return _field(1, features)
 
 
 def batch_parser(data_format: str, field_size: int):

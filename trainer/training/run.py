@@ -156,7 +156,7 @@ def train(job: Job, cpu_settings=None) -> dict:
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
     if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint)
+        checkpoint.restore(manager.latest_checkpoint).expect_partial()
         log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
                  int(epoch_counter), int(optimizer.iterations))
     start_epoch = int(epoch_counter)

@@ -1,0 +1,66 @@
+"""Shared test helpers: the project's paths, the shared real datasets, job runs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(PROJECT_ROOT), "shared", "data")
+AWS_DEEPFM = os.path.join(SHARED_DATA, "aws-deepfm", "val.tfrecords")
+CRITEO_SAMPLE = os.path.join(SHARED_DATA, "criteo-sample", "criteo_sample.txt")
+JOB_TIMEOUT_SEC = 600  # a guard against hangs, not a performance bound
+
+
+def shared_file(path: str) -> str:
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not here: the shared datasets live in ../shared/data beside the project")
+    return path
+
+
+@pytest.fixture(scope="session")
+def aws_split(tmp_path_factory):
+    """The DeepFM sample's 10,000 records: the first 8,000 for training, the last 2,000
+    for evaluation, in file order (`trainer split`)."""
+    from trainer.data.split import split
+
+    source = shared_file(AWS_DEEPFM)
+    folder = tmp_path_factory.mktemp("aws-deepfm")
+    train, evaluation = str(folder / "train.tfrecords"), str(folder / "eval.tfrecords")
+    assert split(source, [8000, 2000], [train, evaluation]) == [8000, 2000]
+    return {"training": train, "evaluation": evaluation}
+
+
+class JobRun:
+    def __init__(self, job_dir: str, exit_code: int, log: str):
+        self.job_dir, self.exit_code, self.log = job_dir, exit_code, log
+
+    @property
+    def failure(self) -> str | None:
+        path = os.path.join(self.job_dir, "output", "failure")
+        return open(path).read() if os.path.exists(path) else None
+
+    @property
+    def succeeded(self) -> bool:
+        return os.path.exists(os.path.join(self.job_dir, "output", "success"))
+
+    @property
+    def metrics(self) -> dict:
+        with open(os.path.join(self.job_dir, "output", "data", "metrics.json")) as f:
+            return json.load(f)
+
+
+def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
+              timeout: float = JOB_TIMEOUT_SEC) -> JobRun:
+    """`trainer local` in a subprocess, as a user runs it; its output is captured."""
+    command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode]
+    for name, paths in channels.items():
+        for path in paths if isinstance(paths, (list, tuple)) else [paths]:
+            command += ["--channel", f"{name}={path}"]
+    for key, value in (hyperparameters or {}).items():
+        command += ["--hp", f"{key}={value}"]
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
+    return JobRun(str(job_dir), done.returncode, done.stdout + done.stderr)

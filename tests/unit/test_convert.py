@@ -1,0 +1,116 @@
+"""The data tools: convert (round trip, parallel, channels, errors), split and datagen."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import CRITEO_SAMPLE, shared_file
+from trainer.data import convert, datagen, records
+from trainer.data.split import split
+from trainer.errors import JobError
+
+
+def read_tfrecords(paths, field_size):
+    parse = records.batch_parser("tfrecord", field_size)
+    rows = []
+    for batch in tf.data.TFRecordDataset(paths).batch(1000):
+        features, labels = parse(batch)
+        rows += list(zip(labels.numpy()[:, 0].tolist(), features["ids"].numpy().tolist(),
+                         features["values"].numpy().tolist()))
+    return rows
+
+
+def write_libsvm(path, rows):
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(records.format_libsvm_line(*row) + "\n")
+
+
+def random_rows(count, fields=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(float(rng.integers(0, 2)), rng.integers(0, 5000, fields).tolist(),
+             rng.random(fields).astype(np.float32).round(5).tolist()) for _ in range(count)]
+
+
+def test_libsvm_round_trip_in_parallel_keeps_every_row_in_order(tmp_path):
+    rows = random_rows(1000)
+    write_libsvm(tmp_path / "a.libsvm", rows[:600])
+    write_libsvm(tmp_path / "b.libsvm", rows[600:])
+    result = convert.convert([str(tmp_path / "a.libsvm"), str(tmp_path / "b.libsvm")], str(tmp_path / "out"),
+                             field_size=6, num_files=7, workers=2)
+    assert result["input_format"] == "libsvm" and len(result["files"]) == 7 and sum(result["records"]) == 1000
+    back = read_tfrecords(result["files"], 6)
+    assert [r[0] for r in back] == [r[0] for r in rows]
+    assert [r[1] for r in back] == [r[1] for r in rows]
+    np.testing.assert_allclose([r[2] for r in back], [r[2] for r in rows], rtol=1e-5)
+
+
+def test_channels_split_files_round_robin(tmp_path):
+    write_libsvm(tmp_path / "a.libsvm", random_rows(100))
+    result = convert.convert([str(tmp_path / "a.libsvm")], str(tmp_path / "out"), field_size=6,
+                             num_files=4, channels=2, workers=1)
+    assert sorted(os.listdir(tmp_path / "out")) == ["training-1", "training-2"]
+    assert [len(os.listdir(tmp_path / "out" / c)) for c in ("training-1", "training-2")] == [2, 2]
+    assert sum(result["records"]) == 100
+
+
+def test_raw_criteo_to_tfrecord_and_libsvm():
+    source = shared_file(CRITEO_SAMPLE)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        result = convert.convert([source], os.path.join(out, "tf"), num_files=3, workers=2)
+        assert result["input_format"] == "criteo" and sum(result["records"]) == 200
+        assert result["feature_size"] == 117581
+        rows = read_tfrecords(result["files"], 39)
+        assert len(rows) == 200 and sum(r[0] for r in rows) == 49  # click rate 0.245
+        assert all(r[1][:13] == list(range(1, 14)) for r in rows)
+        assert all(14 <= i < 117581 for r in rows for i in r[1][13:])
+        text = convert.convert([source], os.path.join(out, "svm"), output_format="libsvm", num_files=1)
+        with open(text["files"][0]) as f:
+            lines = f.readlines()
+        assert [records.parse_libsvm_line(l, 39, 117581)[1] for l in lines] == [r[1] for r in rows]
+
+
+def test_bad_line_names_file_and_line(tmp_path):
+    rows = random_rows(50)
+    write_libsvm(tmp_path / "a.libsvm", rows)
+    lines = (tmp_path / "a.libsvm").read_text().splitlines()
+    lines[36] = lines[36].replace(":", "=", 1)
+    (tmp_path / "a.libsvm").write_text("\n".join(lines) + "\n")
+    with pytest.raises(JobError) as error:
+        convert.convert([str(tmp_path / "a.libsvm")], str(tmp_path / "out"), field_size=6, num_files=3, workers=2)
+    assert f"file {tmp_path / 'a.libsvm'} line 37: token" in str(error.value)
+
+
+def test_split_copies_records_in_order(tmp_path):
+    write_libsvm(tmp_path / "a.libsvm", random_rows(30))
+    tf_files = convert.convert([str(tmp_path / "a.libsvm")], str(tmp_path / "tf"), field_size=6, num_files=1)["files"]
+    parts = [str(tmp_path / "p1.tfrecord"), str(tmp_path / "p2.tfrecord")]
+    assert split(tf_files[0], [20, 10], parts) == [20, 10]
+    assert read_tfrecords(parts, 6) == read_tfrecords(tf_files, 6)
+
+
+def test_datagen_is_seeded_and_independent_of_workers(tmp_path):
+    one = datagen.generate(str(tmp_path / "one"), 3000, 500, files=2, workers=1, seed=3)
+    two = datagen.generate(str(tmp_path / "two"), 3000, 500, files=2, workers=2, seed=3)
+    other = datagen.generate(str(tmp_path / "other"), 3000, 500, files=2, workers=2, seed=4)
+    content = lambda result: [open(p, "rb").read() for p in result["files"]]  # noqa: E731
+    assert content(one) == content(two) and content(one) != content(other)
+    rows = read_tfrecords(one["files"][:2], 39)
+    assert len(rows) == 3000 and 0.15 < one["click_rate"] < 0.35
+    assert all(r[1][:13] == list(range(1, 14)) and max(r[1]) < 117581 for r in rows)
+    text = datagen.generate(str(tmp_path / "svm"), 100, 10, files=1, data_format="libsvm")
+    with open(text["files"][0]) as f:
+        assert len([records.parse_libsvm_line(l, 39, 117581) for l in f]) == 100
+
+
+def test_datagen_signal_is_learnable():
+    """The hidden model's own logit separates the labels well: there is signal to learn."""
+    model = datagen.HiddenModel.from_seed(7, 117581)
+    labels, ids, values = model.sample(np.random.default_rng(0), 20000)
+    logit = model.logit(ids[:, 13:], values[:, :13])
+    auc = tf.keras.metrics.AUC(num_thresholds=2000)
+    auc.update_state(labels, tf.sigmoid(logit))
+    assert auc.result() > 0.8

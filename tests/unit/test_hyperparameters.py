@@ -1,0 +1,87 @@
+"""Hyperparameters arrive as strings (or as the toolkit's JSON-decoded values): parsing
+by declared type, and clear errors naming the key and what it accepts."""
+import pytest
+
+from trainer.contract.hyperparameters import SPECS, parse_hyperparameters
+from trainer.errors import JobError
+
+
+@pytest.mark.parametrize("raw, key, expected", [
+    ({"batch_size": "512"}, "batch_size", 512),
+    ({"batch_size": 512}, "batch_size", 512),
+    ({"batch_size": "1e3"}, "batch_size", 1000),
+    ({"feature_size": "1e6"}, "feature_size", 1_000_000),
+    ({"learning_rate": "0.01"}, "learning_rate", 0.01),
+    ({"learning_rate": 1}, "learning_rate", 1.0),
+    ({"kmp_settings": "False"}, "kmp_settings", False),
+    ({"kmp_settings": "false"}, "kmp_settings", False),
+    ({"kmp_settings": False}, "kmp_settings", False),
+    ({"kmp_settings": "True"}, "kmp_settings", True),
+    ({"kmp_settings": "1"}, "kmp_settings", True),
+    ({"deep_layers": "256,128,64"}, "deep_layers", [256, 128, 64]),
+    ({"deep_layers": "[400, 400]"}, "deep_layers", [400, 400]),
+    ({"deep_layers": [32]}, "deep_layers", [32]),
+    ({"deep_layers": 32}, "deep_layers", [32]),
+    ({"dropout": "0.5,0.5,0.5"}, "dropout", [0.5, 0.5, 0.5]),
+    ({"dropout": 0.2}, "dropout", [0.2]),
+    ({"optimizer": "Adam"}, "optimizer", "adam"),
+    ({"optimizer": "Adagrad"}, "optimizer", "adagrad"),
+    ({"optimizer": "GD"}, "optimizer", "sgd"),
+    ({"optimizer": "FTRL"}, "optimizer", "ftrl"),
+    ({"intra_op_threads": "auto"}, "intra_op_threads", None),
+    ({"intra_op_threads": ""}, "intra_op_threads", None),
+    ({"intra_op_threads": "4"}, "intra_op_threads", 4),
+    ({"data_format": "libsvm"}, "data_format", "libsvm"),
+    ({"data_format": "auto"}, "data_format", None),
+    ({}, "batch_size", 256),
+    ({}, "deep_layers", [256, 128, 64]),
+    ({"model_dir": "s3://bucket/prefix/model"}, "batch_size", 256),  # set by the SDK, accepted
+])
+def test_parses_by_declared_type(raw, key, expected):
+    assert parse_hyperparameters(raw)[key] == expected
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"batch_size": "abc"}, "hyperparameter 'batch_size': expected an integer, got 'abc'; accepted: an integer >= 1"),
+    ({"batch_size": "2.5"}, "hyperparameter 'batch_size': expected an integer"),
+    ({"batch_size": "0"}, "hyperparameter 'batch_size': '0' is out of range; accepted: an integer >= 1"),
+    ({"batch_size": True}, "hyperparameter 'batch_size': expected an integer"),
+    ({"learning_rate": "fast"}, "hyperparameter 'learning_rate': expected a number, got 'fast'"),
+    ({"learning_rate": "nan"}, "hyperparameter 'learning_rate': expected a finite number"),
+    ({"kmp_settings": "maybe"}, "hyperparameter 'kmp_settings': expected a boolean (true/false), got 'maybe'; accepted: true or false"),
+    ({"deep_layers": "256,x"}, "hyperparameter 'deep_layers': expected a comma-separated list (expected an integer)"),
+    ({"deep_layers": ""}, "hyperparameter 'deep_layers': expected a non-empty comma-separated list"),
+    ({"dropout": "1.5"}, "hyperparameter 'dropout': '1.5' is out of range; accepted: a comma-separated list of numbers in [0, 0.99]"),
+    ({"optimizer": "rmsprop"}, "hyperparameter 'optimizer': 'rmsprop' is not accepted; accepted: one of adam, adagrad, ftrl, sgd, momentum"),
+    ({"data_format": "csv"}, "accepted: one of tfrecord, libsvm (or auto)"),
+    ({"deep_layers": "64,32", "dropout": "0.1,0.2,0.3"}, "hyperparameter 'dropout': 3 values for 2 deep_layers"),
+    ({"bach_size": "64"}, "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?); accepted: field_size,"),
+    ({"deep_layers": '{"a": 1}'}, "hyperparameter 'deep_layers'"),
+    ({"train_channel": ["a"]}, "hyperparameter 'train_channel': expected a string"),
+])
+def test_bad_values_name_the_key_and_what_is_accepted(raw, message):
+    with pytest.raises(JobError) as error:
+        parse_hyperparameters(raw)
+    assert message in str(error.value)
+
+
+def test_values_are_data_never_code():
+    hp = parse_hyperparameters({"train_channel": "__import__('os').system('false')"})
+    assert hp.train_channel == "__import__('os').system('false')"
+
+
+def test_unknown_names_go_to_a_user_module():
+    hp = parse_hyperparameters({"user_module": "my_model", "hidden_units": "32"})
+    assert hp.extra == {"hidden_units": "32"}
+    assert hp.as_dict()["hidden_units"] == "32" and hp.as_dict()["batch_size"] == 256
+
+
+def test_explicit_names_are_recorded():
+    hp = parse_hyperparameters({"batch_size": "64"})
+    assert hp.explicit == {"batch_size"}
+
+
+def test_every_spec_default_parses_as_itself():
+    for spec in SPECS:
+        if spec.default is not None:
+            assert spec.parse(spec.default) == spec.default, spec.name

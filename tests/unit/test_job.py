@@ -1,0 +1,153 @@
+"""The contract reader: one typed view of the job folder, relocatable, with clear errors."""
+import json
+import os
+
+import pytest
+
+from trainer.contract.channels import pick_eval_channel, pick_train_channel
+from trainer.contract.job import read_job
+from trainer.errors import JobError
+
+RESOURCE = {"current_host": "algo-2", "hosts": ["algo-1", "algo-2"],
+            "current_instance_type": "ml.c5.2xlarge", "network_interface_name": "eth1"}
+INPUT = {
+    "training": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key", "ContentType": "application/x-tfrecord"},
+    "training-2": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated"},
+    "evaluation": {"TrainingInputMode": "File"},
+}
+HYPER = {"batch_size": "64", "kmp_settings": "False", "deep_layers": "32,16",
+         "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+         "sagemaker_mpi_custom_mpi_options": "-x FOO=1"}
+
+
+@pytest.fixture
+def job_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))  # restored after the test
+    for name in ("SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR", "SM_OUTPUT_DIR", "SM_NUM_CPUS", "SM_NUM_GPUS",
+                 "SM_CHANNEL_TRAINING"):
+        monkeypatch.delenv(name, raising=False)
+    write(tmp_path, resource=RESOURCE, input=INPUT, hyper=HYPER)
+    return tmp_path
+
+
+def write(base, resource=None, input=None, hyper=None):
+    config = base / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    for name, value in (("resourceconfig.json", resource), ("inputdataconfig.json", input),
+                        ("hyperparameters.json", hyper)):
+        if value is not None:
+            (config / name).write_text(value if isinstance(value, str) else json.dumps(value))
+
+
+def test_reads_the_whole_contract(job_dir):
+    job = read_job(str(job_dir))
+    assert job.hosts == ("algo-1", "algo-2") and job.current_host == "algo-2" and job.host_index == 1
+    assert job.instance_type == "ml.c5.2xlarge" and job.network_interface == "eth1"
+    assert job.channels["training"].input_mode == "File"
+    assert job.channels["training"].s3_distribution == "ShardedByS3Key"
+    assert job.channels["training"].content_type == "application/x-tfrecord"
+    assert job.channels["training"].path == str(job_dir / "input" / "data" / "training")
+    assert job.channels["training-2"].is_pipe
+    assert job.channels["training-2"].fifo_path(3) == str(job_dir / "input" / "data" / "training-2_3")
+    assert job.channels["evaluation"].s3_distribution == "FullyReplicated"
+    assert job.hyperparameters.batch_size == 64 and job.hyperparameters.kmp_settings is False
+    assert job.hyperparameters.deep_layers == [32, 16]
+    assert job.framework_params == {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2,
+                                    "sagemaker_mpi_custom_mpi_options": "-x FOO=1"}
+    assert job.model_dir == str(job_dir / "model")
+    assert job.output_dir == str(job_dir / "output")
+    assert job.output_data_dir == str(job_dir / "output" / "data")
+    assert job.checkpoint_dir == str(job_dir / "checkpoints")
+    assert job.failure_file == str(job_dir / "output" / "failure")
+    assert job.num_cpus == len(os.sched_getaffinity(0)) and 1 <= job.num_physical_cores <= job.num_cpus
+    assert job.user_program is None
+
+
+def test_relocates_with_sagemaker_base_dir(job_dir, tmp_path_factory, monkeypatch):
+    other = tmp_path_factory.mktemp("other")
+    write(other, resource={"current_host": "h", "hosts": ["h"]}, input={}, hyper={})
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(other))
+    job = read_job()
+    assert job.base_dir == str(other) and job.hosts == ("h",) and job.channels == {}
+    assert job.model_dir == str(other / "model")
+    assert read_job(str(job_dir)).hosts == ("algo-1", "algo-2")  # a second folder in one process
+
+
+def test_sm_environment_overrides(job_dir, monkeypatch, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("data")
+    monkeypatch.setenv("SM_MODEL_DIR", "/somewhere/model")
+    monkeypatch.setenv("SM_CHANNEL_TRAINING", str(elsewhere))
+    monkeypatch.setenv("SM_NUM_CPUS", "16")
+    monkeypatch.setenv("SM_NUM_GPUS", "4")
+    job = read_job(str(job_dir))
+    assert job.model_dir == "/somewhere/model"
+    assert job.channels["training"].path == str(elsewhere)
+    assert job.num_cpus == 16 and job.num_gpus == 4
+
+
+def test_script_mode_program(job_dir):
+    write(job_dir, hyper={"sagemaker_program": "model.py", "sagemaker_submit_directory": "/opt/ml/code",
+                          "model_dir": "s3://bucket/job/model"})
+    job = read_job(str(job_dir))
+    assert job.user_program == "model.py" and job.user_code_dir == "/opt/ml/code"
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"resource": None}, "config file missing: {base}/input/config/resourceconfig.json"),
+    ({"resource": "{not json"}, "config file {base}/input/config/resourceconfig.json is not valid JSON: line 1 column 2"),
+    ({"resource": "[]"}, "resourceconfig.json must hold a JSON object, got list"),
+    ({"resource": {"current_host": "algo-9", "hosts": ["algo-1"]}},
+     "resourceconfig.json: current_host 'algo-9' is not one of hosts ['algo-1']"),
+    ({"resource": {"current_host": "algo-1", "hosts": "algo-1"}}, "'hosts' must be a non-empty list of host names"),
+    ({"input": None}, "config file missing: {base}/input/config/inputdataconfig.json"),
+    ({"input": {"training": {"TrainingInputMode": "Stream"}}},
+     "inputdataconfig.json: channel 'training': TrainingInputMode 'Stream'; accepted: File, Pipe, FastFile"),
+    ({"input": {"training": {"S3DistributionType": "Sharded"}}},
+     "channel 'training': S3DistributionType 'Sharded'; accepted: FullyReplicated, ShardedByS3Key"),
+    ({"hyper": None}, "config file missing: {base}/input/config/hyperparameters.json"),
+    ({"hyper": {"batch_size": "big"}}, "hyperparameter 'batch_size': expected an integer, got 'big'"),
+])
+def test_bad_config_is_a_clear_error(job_dir, files, message):
+    config = job_dir / "input" / "config"
+    for key, name in (("resource", "resourceconfig.json"), ("input", "inputdataconfig.json"),
+                      ("hyper", "hyperparameters.json")):
+        if key in files and files[key] is None:
+            (config / name).unlink()
+    write(job_dir, **{k: v for k, v in files.items() if v is not None})
+    with pytest.raises(JobError) as error:
+        read_job(str(job_dir))
+    assert message.format(base=job_dir) in str(error.value)
+
+
+def test_missing_job_folder(tmp_path):
+    with pytest.raises(JobError, match="job folder .*nowhere does not exist"):
+        read_job(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("channels, hyper, train, evaluation", [
+    ({"training": {}, "evaluation": {}}, {}, "training", "evaluation"),
+    ({"train": {}, "eval": {}}, {}, "train", "eval"),
+    ({"training": {}, "validation": {}, "test": {}}, {}, "training", "validation"),
+    ({"training": {}}, {}, "training", None),
+    ({"mine": {}, "holdout": {}}, {"train_channel": "mine", "eval_channel": "holdout"}, "mine", "holdout"),
+    # SM_CHANNELS order is alphabetical; names decide, never positions (P2)
+    ({"evaluation": {}, "training": {}, "training-2": {}}, {}, "training", "evaluation"),
+])
+def test_channels_are_picked_by_name(job_dir, channels, hyper, train, evaluation):
+    write(job_dir, input=channels, hyper=hyper)
+    job = read_job(str(job_dir))
+    assert pick_train_channel(job).name == train
+    assert (pick_eval_channel(job).name if pick_eval_channel(job) else None) == evaluation
+
+
+@pytest.mark.parametrize("channels, hyper, message", [
+    ({"evaluation": {}}, {}, "training channel 'training' is missing; channels given: evaluation"),
+    ({"training": {}}, {"eval_channel": "holdout"}, "evaluation channel 'holdout' (eval_channel) is missing; channels given: training"),
+])
+def test_missing_channel_is_a_clear_error(job_dir, channels, hyper, message):
+    write(job_dir, input=channels, hyper=hyper)
+    job = read_job(str(job_dir))
+    with pytest.raises(JobError) as error:
+        pick_train_channel(job)
+        pick_eval_channel(job)
+    assert message in str(error.value)
