@@ -1,0 +1,85 @@
+"""The input pipeline: format resolution, stage order, sharding reads each record once."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer.contract.job import Channel
+from trainer.data.pipeline import EpochInput, InputSpec, records, resolve_format, should_cache
+from trainer.data import records as layout
+from trainer.errors import JobError
+
+
+def channel(path, mode="File", content_type=""):
+    return Channel("training", mode, "FullyReplicated", content_type, str(path))
+
+
+def make_files(folder, count, per_file):
+    folder.mkdir(parents=True, exist_ok=True)
+    serial = 0
+    for index in range(count):
+        with tf.io.TFRecordWriter(str(folder / f"part-{index}.tfrecord")) as writer:
+            for _ in range(per_file):
+                writer.write(layout.encode_example(serial % 2, [serial, 1], [1.0, 0.5]))
+                serial += 1
+    return serial
+
+
+@pytest.mark.parametrize("requested, files, content_type, expected", [
+    ("libsvm", ["a.tfrecord"], "", "libsvm"),
+    (None, ["a.tfrecord", "b"], "", "tfrecord"),
+    (None, ["a.libsvm"], "", "libsvm"),
+    (None, ["day_0.txt", "day_1.txt"], "", "libsvm"),
+    (None, [], "text/libsvm", "libsvm"),
+    (None, [], "application/x-tfrecord", "tfrecord"),
+    (None, [], "", "tfrecord"),
+])
+def test_format_resolution(requested, files, content_type, expected):
+    assert resolve_format(requested, channel("/x", content_type=content_type), files) == expected
+
+
+def test_mixed_formats_are_an_error():
+    with pytest.raises(JobError, match="mixes TFRecord and libsvm"):
+        resolve_format(None, channel("/x"), ["a.tfrecord", "b.libsvm"])
+
+
+def test_empty_or_missing_channel_folder(tmp_path):
+    with pytest.raises(JobError, match="channel 'training': folder .* does not exist"):
+        InputSpec.for_channel(channel(tmp_path / "none"), None)
+    (tmp_path / "empty" / ".hidden").mkdir(parents=True)
+    with pytest.raises(JobError, match="channel 'training': no data files in"):
+        InputSpec.for_channel(channel(tmp_path / "empty"), None)
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_shards_partition_the_records(tmp_path, shards):
+    total = make_files(tmp_path / "data", 3, 50)
+    seen = []
+    for index in range(shards):
+        spec = InputSpec.for_channel(channel(tmp_path / "data"), None, shards, index)
+        parse = layout.batch_parser("tfrecord", 2)
+        for features, _ in records(spec, 0, 1).batch(64).map(parse):
+            seen += features["ids"].numpy()[:, 0].tolist()
+    assert sorted(seen) == list(range(total))
+
+
+def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
+    total = make_files(tmp_path / "data", 2, 100)
+    spec = InputSpec.for_channel(channel(tmp_path / "data"), None)
+    epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), batch_size=32, shuffle_buffer=1000,
+                             seed=1, cache=True)
+    orders = []
+    for epoch in range(2):
+        dataset = epoch_input.dataset(epoch)
+        assert dataset is epoch_input.dataset(epoch)  # File mode: one dataset, so one cache
+        ids = np.concatenate([f["ids"].numpy()[:, 0] for f, _ in dataset])
+        assert sorted(ids.tolist()) == list(range(total))
+        orders.append(ids.tolist())
+    assert orders[0] != orders[1]  # reshuffled every epoch
+
+
+def test_cache_decision(tmp_path):
+    make_files(tmp_path / "data", 1, 10)
+    spec = InputSpec.for_channel(channel(tmp_path / "data"), None)
+    pipe = InputSpec(channel(tmp_path / "x", mode="Pipe"), "tfrecord")
+    assert should_cache("auto", spec) and should_cache("true", spec) and not should_cache("false", spec)
+    assert not should_cache("auto", pipe) and not should_cache("true", pipe)
