@@ -20,6 +20,7 @@ import threading
 import time
 
 from trainer.data.pipeline import list_data_files
+from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
 
 DEFAULT_HOST = "algo-1"
 WRITE_SIZE = 1 << 20
@@ -70,14 +71,24 @@ def lay_out_job(job_dir: str, channels: dict[str, list[str]], hyperparameters: d
     })
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
         name: {"TrainingInputMode": input_mode, "S3DistributionType": "FullyReplicated",
-               "RecordWrapperType": "None"} for name in channels})
+               "RecordWrapperType": "None", "ContentType": content_type(paths)}
+        for name, paths in channels.items()})
     if input_mode == "File":
         for name, paths in channels.items():
             folder = os.path.join(data_dir, name)
             os.makedirs(folder)
             for index, path in enumerate(paths):
-                link = os.path.join(folder, f"{index}-{os.path.basename(os.path.normpath(path))}")
+                link = os.path.join(folder, os.path.basename(os.path.normpath(path)))
+                if os.path.lexists(link):  # two paths with one name: keep both
+                    link = os.path.join(folder, f"{index}-{os.path.basename(os.path.normpath(path))}")
                 os.symlink(os.path.abspath(path), link)
+
+
+def content_type(paths: list[str]) -> str:
+    """The channel's ContentType, as a user would pass it to fit(), from its files' names."""
+    files = [f for path in paths for f in list_data_files(path)]
+    return LIBSVM_CONTENT_TYPE if files and all(format_of_path(f) == "libsvm" for f in files) \
+        else TFRECORD_CONTENT_TYPE
 
 
 class PipeFeeder(threading.Thread):

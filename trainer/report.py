@@ -9,6 +9,14 @@ import traceback
 log = logging.getLogger(__name__)
 FAILURE_SHOWN_CHARS = 1024  # SageMaker shows the user this much of the failure file
 
+# For the estimator's metric_definitions: what the training log prints, and how to pick it up.
+METRIC_DEFINITIONS = [
+    {"Name": "train:samples_per_sec", "Regex": r"samples/sec=([0-9.]+)"},
+    {"Name": "train:loss", "Regex": r"train_loss=([0-9.]+)"},
+    {"Name": "eval:auc", "Regex": r"eval_auc=([0-9.]+)"},
+    {"Name": "eval:logloss", "Regex": r"eval_logloss=([0-9.]+)"},
+]
+
 
 def write_failure(output_dir: str, reason: str, detail: str = "") -> str:
     """Write `output/failure`: the reason first (what SageMaker shows), details after."""

@@ -62,7 +62,8 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
             (length,) = struct.unpack_from("<Q", buffer, offset)
             if length > MAX_RECORD_BYTES:
                 raise JobError(f"{path}: record {record_index} has an impossible length {length}; "
-                               "the stream is not TFRecord or is corrupt")
+                               "the stream is not TFRecord (set data_format=libsvm or the channel's "
+                               "ContentType for text) or is corrupt")
             end = offset + 12 + length + 4
             while len(buffer) < end and not eof:
                 data = stream.read(max(READ_SIZE, end - len(buffer)))

@@ -136,17 +136,19 @@ class EpochInput:
         """The dataset for one pass; `pipe_epoch` counts this run's passes over the channel."""
         if not self.spec.channel.is_pipe:
             if self._file_dataset is None:
-                self._file_dataset = self._build(records(self.spec, 0, self.pipe_wait_sec))
+                self._file_dataset = self._build(records(self.spec, 0, self.pipe_wait_sec), self.seed)
             return self._file_dataset
-        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec))
+        # A new dataset per pass: vary the seed, or every epoch would get the same order.
+        seed = None if self.seed is None else self.seed + pipe_epoch
+        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec), seed)
 
-    def _build(self, dataset):
+    def _build(self, dataset, seed):
         import tensorflow as tf
 
         if self.cache:
             dataset = dataset.cache()
         if self.shuffle_buffer:
-            dataset = dataset.shuffle(self.shuffle_buffer, seed=self.seed,
+            dataset = dataset.shuffle(self.shuffle_buffer, seed=seed,
                                       reshuffle_each_iteration=True)
         dataset = dataset.batch(self.batch_size)
         dataset = dataset.map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)

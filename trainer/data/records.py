@@ -13,6 +13,9 @@ import zlib
 
 FORMATS = ("tfrecord", "libsvm")
 LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt", ".csv", ".tsv")
+# ContentType values of a channel that name its format (anything containing "libsvm" does).
+LIBSVM_CONTENT_TYPE = "text/libsvm"
+TFRECORD_CONTENT_TYPE = "application/x-tfrecord"
 
 # Raw Criteo: 13 integer columns then 26 hashed categorical ones.
 CRITEO_CONTINUOUS = 13

@@ -1,0 +1,191 @@
+"""`train` end to end through `trainer local`: real TensorFlow, real files and FIFOs."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import CRITEO_SAMPLE, PROJECT_ROOT, run_local, shared_file
+from trainer.data import convert
+from trainer.report import METRIC_DEFINITIONS
+
+pytestmark = pytest.mark.slow
+FAIL_FAST_SEC = 120  # a bad input must end the job well within this (a hang guard)
+
+
+def check_saved_model(export_dir, field_size=39):
+    assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
+    serving = tf.saved_model.load(export_dir).signatures["serving_default"]
+    ids = tf.constant(np.arange(2 * field_size).reshape(2, field_size), tf.int64)
+    out = serving(ids=ids, values=tf.ones((2, field_size)))
+    probability = next(iter(out.values())).numpy()
+    assert probability.shape == (2, 1) and np.all((probability > 0) & (probability < 1))
+
+
+@pytest.fixture(scope="module")
+def file_and_pipe_runs(aws_split, tmp_path_factory):
+    """The DeepFM sample's data, 8,000/2,000, 3 epochs, default hyperparameters."""
+    hp = {"feature_size": 117581}
+    return {mode: run_local(tmp_path_factory.mktemp(mode), aws_split, hp, input_mode=mode)
+            for mode in ("File", "Pipe")}
+
+
+@pytest.mark.parametrize("mode", ["File", "Pipe"])
+def test_trains_evaluates_and_exports(file_and_pipe_runs, mode):
+    run = file_and_pipe_runs[mode]
+    assert run.exit_code == 0 and run.succeeded and run.failure is None, run.log[-3000:]
+    metrics = run.metrics
+    assert metrics["eval_auc"] >= 0.70, metrics
+    assert 0 < metrics["eval_logloss"] < 0.6
+    assert metrics["epochs"] == 3 and metrics["steps"] == 3 * 32  # 8,000 / 256 per epoch
+    assert metrics["train_samples_per_sec"] > 0
+    assert [h["epoch"] for h in metrics["history"]] == [1, 2, 3]
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
+
+
+def test_file_and_pipe_mode_agree(file_and_pipe_runs):
+    auc = {mode: run.metrics["eval_auc"] for mode, run in file_and_pipe_runs.items()}
+    assert abs(auc["File"] - auc["Pipe"]) <= 0.01, auc
+
+
+def test_log_lines_match_the_metric_definitions(file_and_pipe_runs):
+    log = file_and_pipe_runs["File"].log
+    for definition in METRIC_DEFINITIONS:
+        values = re.findall(definition["Regex"], log)
+        assert values, definition
+        assert all(float(v) >= 0 for v in values)
+    assert re.search(r"CPU settings: intra_op_threads=\d+\(\w+\) inter_op_threads=\d+\(\w+\) OMP_NUM_THREADS=\d+"
+                     r"\(\w+\) KMP_AFFINITY=\S+ KMP_BLOCKTIME=\d+\(\w+\)", log)
+
+
+def test_resumes_from_its_checkpoint(aws_split, tmp_path):
+    first = run_local(tmp_path, aws_split, {"num_epochs": 1})
+    assert first.exit_code == 0, first.log[-3000:]
+    assert first.metrics["steps"] == 32
+    second = run_local(tmp_path, aws_split, {"num_epochs": 2})
+    assert second.exit_code == 0, second.log[-3000:]
+    assert "resumed from" in second.log and "1 epochs and 32 steps done" in second.log
+    assert second.metrics["steps"] == 64 and second.metrics["epochs"] == 2
+    assert second.metrics["resumed_from_epoch"] == 1
+    assert [h["epoch"] for h in second.metrics["history"]] == [2]
+
+
+@pytest.fixture(scope="module")
+def criteo_libsvm(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("criteo-libsvm")
+    result = convert.convert([shared_file(CRITEO_SAMPLE)], str(folder), output_format="libsvm", num_files=2)
+    return result["files"]
+
+
+@pytest.mark.parametrize("mode", ["File", "Pipe"])
+def test_libsvm_channels(criteo_libsvm, tmp_path, mode):
+    run = run_local(tmp_path, {"training": criteo_libsvm, "evaluation": criteo_libsvm[-1]},
+                    {"batch_size": 32, "num_epochs": 2}, input_mode=mode)
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["steps"] == 2 * 7  # 200 rows / 32, last batch partial
+    assert "libsvm" in run.log
+
+
+USER_MODULE = '''
+import tensorflow as tf
+
+def model_fn(hp):
+    """Logistic regression on the DeepFM layout: a user's own Keras model."""
+    ids = tf.keras.Input((hp["field_size"],), dtype=tf.int64, name="ids")
+    values = tf.keras.Input((hp["field_size"],), name="values")
+    weights = tf.keras.layers.Embedding(hp["feature_size"], 1, name="weights")(ids)[:, :, 0]
+    logit = tf.reduce_sum(weights * values, axis=1, keepdims=True) + float(hp["bias"])
+    return tf.keras.Model({"ids": ids, "values": values}, tf.keras.layers.Activation("sigmoid")(logit))
+
+def optimizer_fn(hp):
+    return tf.keras.optimizers.legacy.Adagrad(0.1)
+'''
+
+
+def test_user_module_replaces_the_model(aws_split, tmp_path):
+    module = tmp_path / "my_model.py"
+    module.write_text(USER_MODULE)
+    run = run_local(tmp_path / "job", aws_split, {"user_module": str(module), "bias": "-1.0", "num_epochs": 2})
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["model"] == "my_model" and run.metrics["eval_auc"] > 0.6
+    assert "user module my_model provides: model_fn, optimizer_fn" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+
+
+def test_unknown_hyperparameter_without_user_module_fails(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, {"bias": "-1.0"})
+    assert run.exit_code == 1
+    assert run.failure.startswith("unknown hyperparameter 'bias'")
+
+
+def first_line(run):
+    assert run.failure is not None, run.log[-3000:]
+    return run.failure.splitlines()[0]
+
+
+def timed(fn):
+    started = time.monotonic()
+    result = fn()
+    return result, time.monotonic() - started
+
+
+def test_wrong_type_hyperparameter_fails_fast(aws_split, tmp_path):
+    run, seconds = timed(lambda: run_local(tmp_path, aws_split, {"batch_size": "large"}, timeout=FAIL_FAST_SEC))
+    assert run.exit_code == 1
+    assert first_line(run) == ("hyperparameter 'batch_size': expected an integer, got 'large'; "
+                               "accepted: an integer >= 1")
+    print(f"bad hyperparameter failed in {seconds:.1f} s")
+
+
+def test_missing_channel_fails_fast(aws_split, tmp_path):
+    run = run_local(tmp_path, {"evaluation": aws_split["evaluation"]}, timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert first_line(run).startswith("training channel 'training' is missing; channels given: evaluation")
+
+
+def test_bad_libsvm_token_names_file_and_line(criteo_libsvm, tmp_path):
+    lines = open(criteo_libsvm[0]).read().splitlines()
+    tokens = lines[41].split()
+    lines[41] = " ".join(tokens[:5] + ["abc"] + tokens[6:])
+    bad = tmp_path / "bad.libsvm"
+    bad.write_text("\n".join(lines) + "\n")
+    run = run_local(tmp_path / "job", {"training": str(bad)}, {"batch_size": 16, "num_epochs": 1},
+                    timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert re.match(r"channel 'training': file \S+/bad\.libsvm line 42: token 'abc' is not id:value$",
+                    first_line(run)), first_line(run)
+
+
+def test_truncated_tfrecord_names_the_file(aws_split, tmp_path):
+    data = open(aws_split["training"], "rb").read()
+    cut = tmp_path / "cut.tfrecords"
+    cut.write_bytes(data[: len(data) // 2 + 17])
+    run = run_local(tmp_path / "job", {"training": str(cut), "evaluation": aws_split["evaluation"]},
+                    timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert re.match(r"channel 'training': file \S+/cut\.tfrecords is truncated or corrupt after record \d+",
+                    first_line(run)), first_line(run)
+
+
+def test_truncated_pipe_stream_names_the_fifo(aws_split, tmp_path):
+    data = open(aws_split["training"], "rb").read()
+    cut = tmp_path / "cut.tfrecords"
+    cut.write_bytes(data[: len(data) // 2 + 17])
+    run = run_local(tmp_path / "job", {"training": str(cut)}, input_mode="Pipe", timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert re.search(r"training_0: stream ends inside record \d+ \(truncated\)", first_line(run)), first_line(run)
+
+
+def test_demo_command(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "trainer", "demo", "--dir", str(tmp_path),
+                           "--train-rows", "20000", "--eval-rows", "4000"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stdout
+    assert re.search(r"eval_auc: 0\.\d+", done.stdout) and re.search(r"train_samples_per_sec: \d", done.stdout)
+    assert f"model: {tmp_path / 'job' / 'model' / '1'}" in done.stdout
