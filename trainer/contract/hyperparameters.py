@@ -194,7 +194,7 @@ SPECS: tuple[Spec, ...] = (
          group="model", minimum=1),
     Spec("dropout", "float_list", [0.5], "Dropout rate of each MLP layer (one value applies to all).",
          group="model", minimum=0.0, maximum=0.99),
-    Spec("l2_reg", "float", 1e-4, "L2 penalty on the MLP weights and on the embedding rows a batch uses.",
+    Spec("l2_reg", "float", 1e-3, "L2 penalty on the MLP weights and on the embedding rows a batch uses.",
          group="model", minimum=0.0),
     Spec("optimizer", "str", "adam", "Optimizer; all update embedding rows sparsely "
          "(adam is a lazy Adam: only the rows a batch touches).",
@@ -307,3 +307,18 @@ def _check_consistency(values: dict[str, Any]) -> None:
             f"hyperparameter 'dropout': {len(dropout)} values for {len(layers)} deep_layers; "
             "accepted: one value, or one per layer"
         )
+
+
+def markdown_table() -> str:
+    """The hyperparameter table of the README (a test keeps the two the same)."""
+    lines = ["| name | type | default | accepted | what it does |", "|---|---|---|---|---|"]
+    for spec in SPECS:
+        default = spec.default
+        if isinstance(default, list):
+            default = ",".join(str(x) for x in default)
+        elif default is None:
+            default = "auto"
+        elif isinstance(default, bool):
+            default = str(default).lower()
+        lines.append(f"| `{spec.name}` | {spec.kind} | `{default}` | {spec.accepted()} | {spec.help} |")
+    return "\n".join(lines)
