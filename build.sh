@@ -35,8 +35,11 @@ venv_dir() {
 }
 
 install_system_packages() {
-  local missing=()
-  for pkg in "${APT_PACKAGES[@]}"; do
+  local missing=() wanted=("${APT_PACKAGES[@]}")
+  # Debian's own python3 needs these for venvs and for compiling mpi4py and Horovod.
+  "$PYTHON" -c 'import ensurepip' 2>/dev/null || wanted+=(python3-venv)
+  [ -f "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || wanted+=(python3-dev)
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

@@ -22,8 +22,10 @@ EXIT_INTERNAL_ERROR = 2
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # TensorFlow's C++ INFO lines (oneDNN notices) are noise in a job log.
+    # TensorFlow's C++ INFO lines (oneDNN notices) and the toolkit's GPU/Neuron probes are
+    # noise in a job log.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    logging.getLogger("sagemaker-training-toolkit").setLevel(logging.WARNING)
 
 
 def train_main() -> int:

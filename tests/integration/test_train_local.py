@@ -189,3 +189,25 @@ def test_demo_command(tmp_path):
     assert "SUCCEEDED" in done.stdout
     assert re.search(r"eval_auc: 0\.\d+", done.stdout) and re.search(r"train_samples_per_sec: \d", done.stdout)
     assert f"model: {tmp_path / 'job' / 'model' / '1'}" in done.stdout
+
+
+def test_script_mode_program_from_its_submit_directory(aws_split, tmp_path):
+    """What the SDK's TensorFlow estimator sends: sagemaker_program, sagemaker_submit_directory,
+    model_dir, and the script's own hyperparameters."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "my_model.py").write_text(USER_MODULE)
+    run = run_local(tmp_path / "job", aws_split, {
+        "sagemaker_program": "my_model.py", "sagemaker_submit_directory": str(code),
+        "model_dir": "s3://bucket/job/model", "bias": "-1.0", "num_epochs": 1})
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["model"] == "my_model"
+
+
+def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path):
+    empty = tmp_path / "empty.tfrecords"
+    empty.write_bytes(b"")
+    run = run_local(tmp_path / "job", {"training": str(empty), "evaluation": aws_split["evaluation"]},
+                    timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert first_line(run) == "channel 'training' holds no records to train on"

@@ -76,6 +76,10 @@ def test_unknown_names_go_to_a_user_module():
     assert hp.as_dict()["hidden_units"] == "32" and hp.as_dict()["batch_size"] == 256
 
 
+def test_unknown_names_go_to_a_script_mode_program():
+    assert parse_hyperparameters({"epochs_of_mine": "3"}, has_user_code=True).extra == {"epochs_of_mine": "3"}
+
+
 def test_explicit_names_are_recorded():
     hp = parse_hyperparameters({"batch_size": "64"})
     assert hp.explicit == {"batch_size"}

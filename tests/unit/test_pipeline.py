@@ -32,6 +32,8 @@ def make_files(folder, count, per_file):
     (None, [], "text/libsvm", "libsvm"),
     (None, [], "application/x-tfrecord", "tfrecord"),
     (None, [], "", "tfrecord"),
+    (None, ["part-0000", "part-0001"], "text/libsvm", "libsvm"),  # S3 object names without suffix
+    (None, ["a.txt"], "application/x-tfrecord", "tfrecord"),
 ])
 def test_format_resolution(requested, files, content_type, expected):
     assert resolve_format(requested, channel("/x", content_type=content_type), files) == expected

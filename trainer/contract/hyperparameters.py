@@ -273,15 +273,15 @@ class Hyperparameters(Mapping[str, Any]):
         return {**self.extra, **self._values}
 
 
-def parse_hyperparameters(raw: Mapping[str, Any], allow_unknown: bool | None = None) -> Hyperparameters:
+def parse_hyperparameters(raw: Mapping[str, Any], has_user_code: bool = False) -> Hyperparameters:
     """Parse the job's non-`sagemaker_` hyperparameters by their declared types.
 
-    Unknown names are an error (a typo would otherwise silently keep a default), unless a
-    user module is named: then they are the module's own and are passed to it as `extra`.
+    Unknown names are an error (a typo would otherwise silently keep a default), unless
+    the job brings its own code (`user_module`, or a script-mode `sagemaker_program`):
+    then they are that code's own and are passed to it as `extra`.
     """
     raw = {key: value for key, value in raw.items() if key not in PASSED_THROUGH}
-    if allow_unknown is None:
-        allow_unknown = bool(str(raw.get("user_module", "")).strip())
+    allow_unknown = has_user_code or bool(str(raw.get("user_module", "")).strip())
     values: dict[str, Any] = {}
     for spec in SPECS:
         values[spec.name] = spec.parse(raw[spec.name]) if spec.name in raw else spec.default

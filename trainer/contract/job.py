@@ -171,13 +171,13 @@ def read_job(base_dir: str | None = None) -> Job:
         hyperparameters=raw_hyperparameters,
     )
     framework_params = dict(env.additional_framework_parameters)
-    hyperparameters = parse_hyperparameters(env.hyperparameters)
+    user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
+    hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=bool(user_program))
 
     allowed_cpus = os.sched_getaffinity(0)
     num_cpus = int(os.environ.get("SM_NUM_CPUS", len(allowed_cpus)))
     model_dir = os.environ.get("SM_MODEL_DIR", environment.model_dir)
     output_dir = output_dir_of(base_dir)
-    user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
     return Job(
         base_dir=base_dir,
         hosts=tuple(hosts),

@@ -43,20 +43,19 @@ def channel_files(channel: Channel) -> list[str]:
 
 
 def resolve_format(requested: str | None, channel: Channel, files: list[str]) -> str:
-    """tfrecord or libsvm: the hyperparameter, else file suffixes, else the ContentType."""
+    """tfrecord or libsvm: the hyperparameter, else the channel's ContentType if it names
+    one, else the files' suffixes, else tfrecord."""
     if requested:
         return requested
-    if files:
-        formats = {format_of_path(f) for f in files}
-        if len(formats) > 1:
-            raise JobError(f"channel '{channel.name}': mixes TFRecord and libsvm files; "
-                           "keep one format per channel or set data_format")
-        return formats.pop()
     content_type = channel.content_type.lower()
     for data_format in FORMATS:
         if data_format in content_type:
             return data_format
-    return "tfrecord"
+    formats = {format_of_path(f) for f in files}
+    if len(formats) > 1:
+        raise JobError(f"channel '{channel.name}': mixes TFRecord and libsvm files; "
+                       "keep one format per channel or set data_format")
+    return formats.pop() if formats else "tfrecord"
 
 
 @dataclass(frozen=True)

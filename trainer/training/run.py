@@ -93,14 +93,14 @@ class Evaluator:
         self.logloss.update_state(labels, predictions)
         return tf.shape(labels)[0]
 
-    def __call__(self, dataset) -> dict:
+    def __call__(self, dataset, channel_name: str) -> dict:
         self.auc.reset_state()
         self.logloss.reset_state()
         examples = 0
         for features, labels in dataset:
             examples += int(self._update(features, labels))
         if not examples:
-            raise JobError("the evaluation channel holds no records")
+            raise JobError(f"channel '{channel_name}' holds no records to evaluate on")
         return {"auc": float(self.auc.result()), "logloss": float(self.logloss.result()),
                 "examples": examples}
 
@@ -117,6 +117,17 @@ def input_errors_explained(specs, hooks, hp):
         if explained is None:
             raise
         raise explained from err
+
+
+def fit_one_epoch(model, dataset, epoch: int, throughput: Throughput, channel_name: str) -> float:
+    """One pass of Keras fit; returns the epoch's mean loss."""
+    try:
+        fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, verbose=0, callbacks=[throughput])
+    except ValueError as err:
+        if "Empty logs" not in str(err):  # Keras' words for a pass that saw no batch
+            raise
+        raise JobError(f"channel '{channel_name}' holds no records to train on") from err
+    return float(fit.history["loss"][-1])
 
 
 def export_saved_model(model, model_dir: str, version: int) -> str:
@@ -169,14 +180,14 @@ def train(job: Job, cpu_settings=None) -> dict:
         pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
         started = time.perf_counter()
         with input_errors_explained(specs, hooks, hp):
-            fit = model.fit(train_input.dataset(pass_index), initial_epoch=epoch, epochs=epoch + 1,
-                            verbose=0, callbacks=[throughput])
+            loss = fit_one_epoch(model, train_input.dataset(pass_index), epoch, throughput,
+                                 train_spec.channel.name)
         train_seconds += time.perf_counter() - started
-        record = {"epoch": epoch + 1, "train_loss": float(fit.history["loss"][-1])}
+        record = {"epoch": epoch + 1, "train_loss": loss}
         if eval_input:
             log.info("epoch=%d evaluating on channel '%s'", epoch + 1, eval_spec.channel.name)
             with input_errors_explained(specs, hooks, hp):
-                result = evaluate(eval_input.dataset(pass_index))
+                result = evaluate(eval_input.dataset(pass_index), eval_spec.channel.name)
             record.update(eval_auc=result["auc"], eval_logloss=result["logloss"])
         history.append(record)
         log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
@@ -189,7 +200,7 @@ def train(job: Job, cpu_settings=None) -> dict:
 
     if eval_input and not history:  # resumed after the last epoch: evaluate what was restored
         with input_errors_explained(specs, hooks, hp):
-            result = evaluate(eval_input.dataset(0))
+            result = evaluate(eval_input.dataset(0), eval_spec.channel.name)
         history.append({"epoch": start_epoch, "eval_auc": result["auc"], "eval_logloss": result["logloss"]})
 
     export_dir = export_saved_model(model, job.model_dir, hp.model_version)
