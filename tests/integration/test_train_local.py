@@ -161,10 +161,16 @@ def test_bad_libsvm_token_names_file_and_line(criteo_libsvm, tmp_path):
                     first_line(run)), first_line(run)
 
 
-def test_truncated_tfrecord_names_the_file(aws_split, tmp_path):
-    data = open(aws_split["training"], "rb").read()
+def half_of(path, tmp_path):
+    """A copy of `path` cut in the middle of a record."""
+    data = open(path, "rb").read()
     cut = tmp_path / "cut.tfrecords"
     cut.write_bytes(data[: len(data) // 2 + 17])
+    return cut
+
+
+def test_truncated_tfrecord_names_the_file(aws_split, tmp_path):
+    cut = half_of(aws_split["training"], tmp_path)
     run = run_local(tmp_path / "job", {"training": str(cut), "evaluation": aws_split["evaluation"]},
                     timeout=FAIL_FAST_SEC)
     assert run.exit_code == 1
@@ -173,9 +179,7 @@ def test_truncated_tfrecord_names_the_file(aws_split, tmp_path):
 
 
 def test_truncated_pipe_stream_names_the_fifo(aws_split, tmp_path):
-    data = open(aws_split["training"], "rb").read()
-    cut = tmp_path / "cut.tfrecords"
-    cut.write_bytes(data[: len(data) // 2 + 17])
+    cut = half_of(aws_split["training"], tmp_path)
     run = run_local(tmp_path / "job", {"training": str(cut)}, input_mode="Pipe", timeout=FAIL_FAST_SEC)
     assert run.exit_code == 1
     assert re.search(r"training_0: stream ends inside record \d+ \(truncated\)", first_line(run)), first_line(run)

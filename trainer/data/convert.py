@@ -95,15 +95,7 @@ def _parse(line: str, task: Task):
 def convert_task(task: Task) -> int:
     """Convert one output file's byte ranges; returns the records written."""
     count = 0
-    if task.output_format == "tfrecord":
-        import tensorflow as tf
-
-        writer = tf.io.TFRecordWriter(task.output)
-        write = lambda row: writer.write(records.encode_example(*row))  # noqa: E731
-    else:
-        writer = open(task.output, "w")
-        write = lambda row: writer.write(records.format_libsvm_line(*row) + "\n")  # noqa: E731
-    with writer:
+    with records.RecordWriter(task.output, task.output_format) as writer:
         for path, start, end in task.segments:
             for offset, raw in _lines(path, start, end):
                 line = raw.decode("utf-8", errors="replace")
@@ -112,7 +104,7 @@ def convert_task(task: Task) -> int:
                 except ValueError as err:
                     raise JobError(f"file {path} line {_line_number(path, offset)}: {err}") from None
                 if row is not None:
-                    write(row)
+                    writer.write(*row)
                     count += 1
     return count
 

@@ -113,20 +113,12 @@ def write_file(task: FileTask) -> tuple[int, float]:
     model = HiddenModel.from_seed(task.seed, task.feature_size)
     rng = np.random.default_rng([task.seed, 1, *task.stream])
     clicks = 0.0
-    if task.data_format == "tfrecord":
-        import tensorflow as tf
-
-        writer = tf.io.TFRecordWriter(task.path)
-        write = lambda row: writer.write(records.encode_example(*row))  # noqa: E731
-    else:
-        writer = open(task.path, "w")
-        write = lambda row: writer.write(records.format_libsvm_line(*row) + "\n")  # noqa: E731
-    with writer:
+    with records.RecordWriter(task.path, task.data_format) as writer:
         for start in range(0, task.rows, ROWS_PER_BLOCK):
             labels, ids, values = model.sample(rng, min(ROWS_PER_BLOCK, task.rows - start))
             clicks += labels.sum()
             for row in zip(labels, ids, values):
-                write(row)
+                writer.write(*row)
     return task.rows, clicks / max(1, task.rows)
 
 

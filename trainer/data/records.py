@@ -32,15 +32,19 @@ def format_of_path(path: str) -> str:
     return "libsvm" if path.lower().endswith(LIBSVM_SUFFIXES) else "tfrecord"
 
 
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number") from None
+
+
 def parse_libsvm_line(line: str, field_size: int, feature_size: int | None = None):
     """(label, ids, values) of one libsvm line; ValueError saying what is wrong."""
     tokens = line.split()
     if len(tokens) != field_size + 1:
         raise ValueError(f"expected a label and {field_size} id:value pairs, found {len(tokens)} tokens")
-    try:
-        label = float(tokens[0])
-    except ValueError:
-        raise ValueError(f"label {tokens[0]!r} is not a number") from None
+    label = _number(tokens[0], "label")
     ids, values = [], []
     for token in tokens[1:]:
         key, sep, value = token.partition(":")
@@ -79,17 +83,11 @@ def parse_criteo_line(line: str, hash_buckets: int):
         return None
     if len(columns) != 1 + CRITEO_FIELDS:
         raise ValueError(f"expected {1 + CRITEO_FIELDS} columns (label, I1..I13, C1..C26), found {len(columns)}")
-    try:
-        label = float(columns[0])
-    except ValueError:
-        raise ValueError(f"label {columns[0]!r} is not a number") from None
+    label = _number(columns[0], "label")
     ids, values = [], []
     for i in range(CRITEO_CONTINUOUS):
         text = columns[1 + i].strip()
-        try:
-            number = float(text) if text else 0.0
-        except ValueError:
-            raise ValueError(f"column I{i + 1} value {text!r} is not a number") from None
+        number = _number(text, f"column I{i + 1} value") if text else 0.0
         ids.append(i + 1)
         values.append(min(max(number, 0.0), CRITEO_CLIPS[i]) / CRITEO_CLIPS[i])
     for j in range(CRITEO_CATEGORICAL):
@@ -133,6 +131,29 @@ def encode_example(label: float, ids, values) -> bytes:
                 + _feature_entry(b"values", _field(2, values_list))
                 + _feature_entry(b"label", _field(2, label_list)))
     return _field(1, features)
+
+
+class RecordWriter:
+    """Writes rows (label, ids, values) to one file as TFRecord or libsvm."""
+
+    def __init__(self, path: str, data_format: str):
+        if data_format == "tfrecord":
+            import tensorflow as tf
+
+            self._file = tf.io.TFRecordWriter(path)
+            self._encode = encode_example
+        else:
+            self._file = open(path, "w")
+            self._encode = lambda *row: format_libsvm_line(*row) + "\n"
+
+    def write(self, label, ids, values) -> None:
+        self._file.write(self._encode(label, ids, values))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
 
 
 def batch_parser(data_format: str, field_size: int):
