@@ -91,6 +91,7 @@ run_in_env() {
   local venv
   venv="$(venv_dir)"
   [ -f "$venv/.complete" ] || { log "environment missing: run ./build.sh setup"; exit 1; }
+  install_project "$venv"
   export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
   # Running as root (CI, containers) needs OpenMPI's explicit consent.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
