@@ -60,7 +60,7 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
             except tf.errors.InvalidArgumentError as err:
                 return (f"file {path}: a record among records {index}..{index + len(batch) - 1} "
                         f"does not have the layout ids int64[{field_size}], values float[{field_size}], "
-                        f"label float[1]: {err.message.splitlines()[0]}")
+                        f"label float[1]: {tf_reason(err)}")
             ids = features["ids"].numpy()
             bad = np.argwhere((ids < 0) | (ids >= feature_size))
             if len(bad):
@@ -69,8 +69,28 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
                         f"[0, feature_size={feature_size})")
             index += len(batch)
     except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as err:
-        return f"file {path} is truncated or corrupt after record {index}: {err.message.splitlines()[0]}"
+        readable = index + _count_readable(tf.data.TFRecordDataset(path).skip(index))
+        return f"file {path} is truncated or corrupt after record {readable}: {tf_reason(err)}"
     return None
+
+
+def _count_readable(dataset) -> int:
+    """Records read before the dataset's error (which the caller reports)."""
+    import tensorflow as tf
+
+    count = 0
+    try:
+        for _ in dataset:
+            count += 1
+    except tf.errors.OpError:
+        pass
+    return count
+
+
+def tf_reason(err) -> str:
+    """TensorFlow's message without its graph-node prefix and op suffix."""
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", err.message.splitlines()[0])
+    return re.sub(r"\s*\[Op:.*$", "", text).strip()
 
 
 def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, feature_size: int) -> JobError | None:
