@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-sizes", default="100000,1000000")
     parser.add_argument("--optimizers", default=",".join(OPTIMIZERS))
     parser.add_argument("--batch-size", type=int, default=SPEC_BY_NAME["batch_size"].default)
-    parser.add_argument("--steps", type=int, default=200, help="timed steps per round")
+    parser.add_argument("--steps", type=int, default=300, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keras-adam", action="store_true",
                         help="also measure Keras' dense Adam, for comparison")

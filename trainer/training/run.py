@@ -6,16 +6,17 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 
 import tensorflow as tf
 
 from trainer import hooks as user_hooks
+from trainer.contract.channels import pick_eval_channel, pick_train_channel
 from trainer.contract.job import Job
 from trainer.data import diagnose
 from trainer.data.pipeline import EpochInput, InputSpec, should_cache
 from trainer.errors import JobError
 from trainer.report import write_metrics
-from trainer.contract.channels import pick_eval_channel, pick_train_channel
 
 log = logging.getLogger(__name__)
 AUC_THRESHOLDS = 1000
@@ -139,24 +140,53 @@ def export_saved_model(model, model_dir: str, version: int) -> str:
     return path
 
 
+@dataclass
+class Inputs:
+    """The channels this process reads, as specs (for error diagnosis) and epoch datasets."""
+
+    train_spec: InputSpec
+    train: EpochInput
+    eval_spec: InputSpec | None
+    eval: EpochInput | None
+
+    @property
+    def specs(self) -> list[InputSpec]:
+        return [spec for spec in (self.train_spec, self.eval_spec) if spec]
+
+    @staticmethod
+    def for_job(job: Job, hooks) -> "Inputs":
+        hp = job.hyperparameters
+        train_spec = InputSpec.for_channel(pick_train_channel(job), hp.data_format)
+        train = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), hp.batch_size,
+                           hp.shuffle_buffer, hp.seed, should_cache(hp.cache_input, train_spec),
+                           hp.pipe_wait_sec)
+        eval_channel = pick_eval_channel(job)
+        if eval_channel is None:
+            return Inputs(train_spec, train, None, None)
+        eval_spec = InputSpec.for_channel(eval_channel, hp.data_format)
+        evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), hp.batch_size,
+                                cache=should_cache(hp.cache_input, eval_spec), pipe_wait_sec=hp.pipe_wait_sec)
+        return Inputs(train_spec, train, eval_spec, evaluation)
+
+    def describe(self) -> str:
+        text = (f"training channel '{self.train_spec.channel.name}' ({self.train_spec.channel.input_mode}, "
+                f"{self.train_spec.data_format}, cache={self.train.cache})")
+        return text + (f"; evaluation channel '{self.eval_spec.channel.name}'" if self.eval_spec
+                       else "; no evaluation channel")
+
+
+def restore_latest(checkpoint, manager) -> None:
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).expect_partial()
+        log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
+                 int(checkpoint.epoch), int(checkpoint.optimizer.iterations))
+
+
 def train(job: Job, cpu_settings=None) -> dict:
     hp = job.hyperparameters
     hooks = user_hooks.resolve(job)
-
-    train_spec = InputSpec.for_channel(pick_train_channel(job), hp.data_format)
-    eval_channel = pick_eval_channel(job)
-    eval_spec = InputSpec.for_channel(eval_channel, hp.data_format) if eval_channel else None
-    specs = [s for s in (train_spec, eval_spec) if s]
-    train_input = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), hp.batch_size,
-                             hp.shuffle_buffer, hp.seed, should_cache(hp.cache_input, train_spec),
-                             hp.pipe_wait_sec)
-    eval_input = eval_spec and EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format),
-                                          hp.batch_size, cache=should_cache(hp.cache_input, eval_spec),
-                                          pipe_wait_sec=hp.pipe_wait_sec)
-    log.info("model: %s; training channel '%s' (%s, %s, cache=%s)%s", hooks.source,
-             train_spec.channel.name, train_spec.channel.input_mode, train_spec.data_format,
-             train_input.cache,
-             f"; evaluation channel '{eval_spec.channel.name}'" if eval_spec else "; no evaluation channel")
+    inputs = Inputs.for_job(job, hooks)
+    log.info("model: %s; %s", hooks.source, inputs.describe())
 
     tf.keras.utils.set_random_seed(hp.seed)
     model = hooks.model_fn()
@@ -166,42 +196,41 @@ def train(job: Job, cpu_settings=None) -> dict:
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).expect_partial()
-        log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
-                 int(epoch_counter), int(optimizer.iterations))
+    restore_latest(checkpoint, manager)
     start_epoch = int(epoch_counter)
 
     throughput = Throughput(hp.batch_size, hp.log_steps)
-    evaluate = Evaluator(model)
+    evaluator = Evaluator(model)
+
+    def evaluate(epoch_number: int, pass_index: int) -> dict:
+        log.info("epoch=%d evaluating on channel '%s'", epoch_number, inputs.eval_spec.channel.name)
+        with input_errors_explained(inputs.specs, hooks, hp):
+            result = evaluator(inputs.eval.dataset(pass_index), inputs.eval_spec.channel.name)
+        return {"eval_auc": result["auc"], "eval_logloss": result["logloss"]}
+
     history = []
     train_seconds = 0.0
     for epoch in range(start_epoch, hp.num_epochs):
         pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
         started = time.perf_counter()
-        with input_errors_explained(specs, hooks, hp):
-            loss = fit_one_epoch(model, train_input.dataset(pass_index), epoch, throughput,
-                                 train_spec.channel.name)
+        with input_errors_explained(inputs.specs, hooks, hp):
+            loss = fit_one_epoch(model, inputs.train.dataset(pass_index), epoch, throughput,
+                                 inputs.train_spec.channel.name)
         train_seconds += time.perf_counter() - started
         record = {"epoch": epoch + 1, "train_loss": loss}
-        if eval_input:
-            log.info("epoch=%d evaluating on channel '%s'", epoch + 1, eval_spec.channel.name)
-            with input_errors_explained(specs, hooks, hp):
-                result = evaluate(eval_input.dataset(pass_index), eval_spec.channel.name)
-            record.update(eval_auc=result["auc"], eval_logloss=result["logloss"])
+        if inputs.eval:
+            record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
         log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
-                 int(optimizer.iterations), record["train_loss"],
+                 int(optimizer.iterations), loss,
                  f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
-                 if eval_input else "", throughput.samples_per_sec)
+                 if inputs.eval else "", throughput.samples_per_sec)
         epoch_counter.assign(epoch + 1)
         log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
         manager.save(checkpoint_number=int(optimizer.iterations))
 
-    if eval_input and not history:  # resumed after the last epoch: evaluate what was restored
-        with input_errors_explained(specs, hooks, hp):
-            result = evaluate(eval_input.dataset(0), eval_spec.channel.name)
-        history.append({"epoch": start_epoch, "eval_auc": result["auc"], "eval_logloss": result["logloss"]})
+    if inputs.eval and not history:  # resumed after the last epoch: evaluate what was restored
+        history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
 
     export_dir = export_saved_model(model, job.model_dir, hp.model_version)
     log.info("exported SavedModel to %s", export_dir)
