@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=400_000)
     parser.add_argument("--eval-rows", type=int, default=50_000)
     parser.add_argument("--input-mode", choices=("File", "Pipe"), default="File")
-    parser.add_argument("--hp", action="append", type=localjob._key_value, default=[], metavar="KEY=VALUE")
+    parser.add_argument("--hp", action="append", type=localjob.key_value, default=[], metavar="KEY=VALUE")
 
 
 def ensure_dataset(folder: str, train_rows: int, eval_rows: int) -> dict:

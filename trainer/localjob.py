@@ -26,7 +26,7 @@ DEFAULT_HOST = "algo-1"
 WRITE_SIZE = 1 << 20
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -34,9 +34,9 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--channel", action="append", type=_key_value, default=[], metavar="NAME=PATH",
+    parser.add_argument("--channel", action="append", type=key_value, default=[], metavar="NAME=PATH",
                         help="a channel and a file or folder for it (repeatable; repeat a NAME to add paths)")
-    parser.add_argument("--hp", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    parser.add_argument("--hp", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         help="a hyperparameter (repeatable)")
     parser.add_argument("--input-mode", choices=("File", "Pipe"), default="File")
     parser.add_argument("--instance-type", default="local", help="e.g. ml.c5.2xlarge")
@@ -163,8 +163,7 @@ def summary(job_dir: str, exit_code: int) -> str:
 
 
 def run(channels: dict[str, list[str]], hyperparameters: dict[str, str], input_mode: str = "File",
-        instance_type: str = "local", job_dir: str | None = None, env: dict | None = None,
-        stdout=None) -> tuple[str, int]:
+        instance_type: str = "local", job_dir: str | None = None) -> tuple[str, int]:
     """Lay out the job, feed Pipe-mode channels, run `train`; (job folder, exit code)."""
     job_dir = os.path.abspath(job_dir or tempfile.mkdtemp(prefix="trainer-job-"))
     lay_out_job(job_dir, channels, hyperparameters, input_mode, instance_type)
@@ -175,10 +174,9 @@ def run(channels: dict[str, list[str]], hyperparameters: dict[str, str], input_m
             feeders.append(PipeFeeder(os.path.join(job_dir, "input", "data", name), files))
     for feeder in feeders:
         feeder.start()
-    process_env = {**os.environ, **(env or {}), "SAGEMAKER_BASE_DIR": job_dir}
     try:
-        exit_code = subprocess.call([sys.executable, "-m", "trainer.entry"], env=process_env,
-                                    stdout=stdout, stderr=subprocess.STDOUT if stdout else None)
+        exit_code = subprocess.call([sys.executable, "-m", "trainer.entry"],
+                                    env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
     finally:
         for feeder in feeders:
             feeder.stop()

@@ -7,7 +7,6 @@ import os
 import traceback
 
 log = logging.getLogger(__name__)
-FAILURE_SHOWN_CHARS = 1024  # SageMaker shows the user this much of the failure file
 
 # For the estimator's metric_definitions: what the training log prints, and how to pick it up.
 METRIC_DEFINITIONS = [

@@ -58,7 +58,6 @@ def test_reads_the_whole_contract(job_dir):
     assert job.output_dir == str(job_dir / "output")
     assert job.output_data_dir == str(job_dir / "output" / "data")
     assert job.checkpoint_dir == str(job_dir / "checkpoints")
-    assert job.failure_file == str(job_dir / "output" / "failure")
     assert job.num_cpus == len(os.sched_getaffinity(0)) and 1 <= job.num_physical_cores <= job.num_cpus
     assert job.user_program is None
 

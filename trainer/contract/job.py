@@ -64,14 +64,6 @@ class Job:
     def host_index(self) -> int:
         return self.hosts.index(self.current_host)
 
-    @property
-    def failure_file(self) -> str:
-        return os.path.join(self.output_dir, "failure")
-
-    @property
-    def success_file(self) -> str:
-        return os.path.join(self.output_dir, "success")
-
 
 def base_dir_from_env() -> str:
     return os.environ.get(BASE_DIR_ENV, DEFAULT_BASE_DIR)
