@@ -75,8 +75,9 @@ def load_user_module(job) -> ModuleType | None:
             return _import_path(os.path.join(code_dir, job.user_program))
     except JobError:
         raise
-    except ImportError as err:
-        raise JobError(f"user module {name or job.user_program!r} cannot be imported: {err}") from err
+    except Exception as err:  # ImportError, SyntaxError, or whatever its top level raises
+        raise JobError(f"user module {name or job.user_program!r} cannot be imported: "
+                       f"{type(err).__name__}: {err}") from err
     return None
 
 

@@ -227,3 +227,16 @@ def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path):
                     timeout=FAIL_FAST_SEC)
     assert run.exit_code == 1
     assert first_line(run) == "channel 'training' holds no records to train on"
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def model_fn(hp:\n", "user module '{path}' cannot be imported: SyntaxError:"),
+    ("import not_a_module_anywhere\n", "user module '{path}' cannot be imported: ModuleNotFoundError:"),
+    ("def main():\n    pass\n", "user module 'broken' defines none of model_fn, parse_fn, optimizer_fn"),
+])
+def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, source, message):
+    module = tmp_path / "broken.py"
+    module.write_text(source)
+    run = run_local(tmp_path / "job", aws_split, {"user_module": str(module)}, timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 1
+    assert first_line(run).startswith(message.format(path=module)), first_line(run)
