@@ -2,6 +2,8 @@
 SM_CHANNELS is sorted alphabetically, not in the order the user passed them; P2)."""
 from __future__ import annotations
 
+import re
+
 from trainer.contract.job import Channel, Job
 from trainer.errors import JobError
 
@@ -13,23 +15,34 @@ def _available(job: Job) -> str:
     return ", ".join(sorted(job.channels)) or "none"
 
 
-def pick_train_channel(job: Job) -> Channel:
+def training_channels(job: Job) -> list[Channel]:
+    """The training channels: `training` and/or `training-<k>` (or the train_channel name),
+    ordered by k. Several of them give each process of a host its own (P1)."""
     wanted = job.hyperparameters.train_channel
-    for name in TRAIN_ALIASES.get(wanted, (wanted,)):
-        if name in job.channels:
-            return job.channels[name]
+    for base in TRAIN_ALIASES.get(wanted, (wanted,)):
+        numbered = re.compile(re.escape(base) + r"-(\d+)")
+        names = [n for n in job.channels if n == base or numbered.fullmatch(n)]
+        if names:
+            names.sort(key=lambda n: 0 if n == base else int(numbered.fullmatch(n).group(1)))
+            return [job.channels[n] for n in names]
     raise JobError(f"training channel '{wanted}' is missing; channels given: {_available(job)} "
                    "(name the training channel 'training', or set train_channel)")
 
 
-def pick_eval_channel(job: Job) -> Channel | None:
+def pick_train_channel(job: Job) -> Channel:
+    return training_channels(job)[0]
+
+
+def eval_channel_name(job: Job) -> str | None:
     wanted = job.hyperparameters.eval_channel
     if wanted:
         if wanted not in job.channels:
             raise JobError(f"evaluation channel '{wanted}' (eval_channel) is missing; "
                            f"channels given: {_available(job)}")
-        return job.channels[wanted]
-    for name in EVAL_NAMES:
-        if name in job.channels:
-            return job.channels[name]
-    return None
+        return wanted
+    return next((name for name in EVAL_NAMES if name in job.channels), None)
+
+
+def pick_eval_channel(job: Job) -> Channel | None:
+    name = eval_channel_name(job)
+    return job.channels[name] if name else None

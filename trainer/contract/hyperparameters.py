@@ -182,6 +182,9 @@ def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else str(number)
 
 
+DISTRIBUTIONS = ("auto", "single", "tower", "mirrored", "horovod", "parameter_server",
+                 "multi_worker_mirrored")
+
 SPECS: tuple[Spec, ...] = (
     # DeepFM (names as in the DeepFM distributed-training sample, so its users can switch)
     Spec("field_size", "int", 39, "Fields per example (length of `ids` and `values`).",
@@ -224,6 +227,29 @@ SPECS: tuple[Spec, ...] = (
          "the job fails.", group="input", minimum=1.0),
     Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
          "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
+    # Distribution: decided by the planner from the job; these override its choices
+    Spec("distribution", "str", "auto", "How to use the job's hosts and devices; auto: from the "
+         "SageMaker SDK's distribution keys, else from hosts, GPUs and CPUs (trainer plan says why).",
+         group="distribution", choices=DISTRIBUTIONS),
+    Spec("processes_per_host", "int", None, "Training processes per host (horovod); auto: the "
+         "SDK's sagemaker_mpi_num_of_processes_per_host, else one per GPU, else 1.",
+         group="distribution", minimum=1, allow_auto=True),
+    Spec("replicas", "int", None, "Replicas in one process (tower, mirrored); auto: the GPUs, "
+         "else the vCPUs minus the one kept for the reduction (at least 2).",
+         group="distribution", minimum=1, allow_auto=True),
+    Spec("scale_learning_rate", "bool", True, "Multiply learning_rate by the number of synchronous "
+         "replicas (P7); batch_size stays per replica.", group="distribution"),
+    Spec("warmup_steps", "int", 100, "Steps over which a scaled learning rate ramps up from "
+         "learning_rate (P7).", group="distribution", minimum=0),
+    Spec("horovod_module", "str", "horovod.tensorflow.keras", "Import name of the Horovod Keras "
+         "API (or a compatible runtime).", group="distribution"),
+    Spec("horovod_autotune", "bool", False, "HOROVOD_AUTOTUNE (P27).", group="distribution"),
+    Spec("horovod_fusion_threshold", "int", None, "HOROVOD_FUSION_THRESHOLD in bytes (P27); "
+         "auto: Horovod's default.", group="distribution", minimum=0, allow_auto=True),
+    Spec("horovod_cycle_time", "float", None, "HOROVOD_CYCLE_TIME in ms (P27); auto: Horovod's default.",
+         group="distribution", minimum=0.0, allow_auto=True),
+    Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
+         "sagemaker_mpi_custom_mpi_options).", group="distribution"),
     # CPU (P17): auto values are derived from the job's CPUs at start and logged
     Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process.",
          group="cpu", minimum=0, allow_auto=True),

@@ -1,0 +1,196 @@
+"""The planner over a table of jobs: whole plans, the four sharding cases, the SDK's keys."""
+import pytest
+
+from trainer.contract.hyperparameters import parse_hyperparameters
+from trainer.contract.job import Channel, Job
+from trainer.errors import JobError
+from trainer.planner import make_plan, mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
+
+T, E = "training", "evaluation"
+
+
+def job(hosts=1, gpus=0, cpus=8, cores=4, channels=None, mode="File", s3="FullyReplicated", hp=None, sdk=None):
+    names = [f"algo-{i + 1}" for i in range(hosts)]
+    channels = channels or {T: s3, E: "FullyReplicated"}
+    return Job(
+        base_dir="/opt/ml", hosts=tuple(names), current_host=names[0], instance_type="ml.c5.2xlarge",
+        network_interface="eth0", num_cpus=cpus, num_physical_cores=cores, num_gpus=gpus,
+        channels={name: Channel(name, mode, dist, "", f"/opt/ml/input/data/{name}") for name, dist in channels.items()},
+        hyperparameters=parse_hyperparameters(hp or {}), framework_params=sdk or {},
+        model_dir="/opt/ml/model", output_dir="/opt/ml/output", output_data_dir="/opt/ml/output/data",
+        checkpoint_dir="/opt/ml/checkpoints")
+
+
+def table(plan):
+    """Every process as (host, role, rank, local_rank, channels, shard, eval_shard, gpu)."""
+    return [(p.host[-1:], p.role, p.rank, p.local_rank, p.channels, p.shard, p.eval_shard, p.gpu)
+            for p in plan.processes]
+
+
+def summary(plan):
+    return (plan.mode, plan.processes_per_host, plan.world_size, plan.replicas_per_process,
+            plan.global_batch_size, plan.learning_rate_scale, plan.launch.kind)
+
+
+MPI_2 = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
+CASES = {
+    "1 CPU host: single": (
+        job(), ("single", 1, 1, 1, 256, 1.0, "in_process"),
+        [("1", "chief", 0, 0, (T,), (1, 0), (1, 0), None)]),
+    "1 host, 1 GPU: single on it": (
+        job(gpus=1), ("single", 1, 1, 1, 256, 1.0, "in_process"),
+        [("1", "chief", 0, 0, (T,), (1, 0), (1, 0), 0)]),
+    "1 host, 4 GPUs: horovod, one process per GPU, shared channel shard(4, rank)": (
+        job(gpus=4), ("horovod", 4, 4, 1, 1024, 4.0, "mpirun"),
+        [("1", "chief", 0, 0, (T,), (4, 0), (4, 0), 0), ("1", "worker", 1, 1, (T,), (4, 1), (4, 1), 1),
+         ("1", "worker", 2, 2, (T,), (4, 2), (4, 2), 2), ("1", "worker", 3, 3, (T,), (4, 3), (4, 3), 3)]),
+    "1 host, 8 GPUs, SDK mpi 8 per host": (
+        job(gpus=8, sdk={"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 8}),
+        ("horovod", 8, 8, 1, 2048, 8.0, "mpirun"), None),
+    "2 CPU hosts: parameter servers": (
+        job(hosts=2), ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"),
+        [("1", "chief", None, 0, (), (1, 0), (1, 0), None),
+         ("1", "worker", 0, 0, (T,), (2, 0), None, None), ("1", "ps", None, 0, (), (1, 0), None, None),
+         ("2", "worker", 1, 0, (T,), (2, 1), None, None), ("2", "ps", None, 0, (), (1, 0), None, None)]),
+    "2 hosts, SDK parameter_server": (
+        job(hosts=2, sdk={"sagemaker_parameter_server_enabled": True}),
+        ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"), None),
+    "1 host, SDK parameter_server: one process, as AWS's container": (
+        job(sdk={"sagemaker_parameter_server_enabled": True}), ("single", 1, 1, 1, 256, 1.0, "in_process"), None),
+    "2 hosts, SDK multi-worker mirrored": (
+        job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": True}),
+        ("multi_worker_mirrored", 1, 2, 1, 512, 2.0, "in_process"),
+        [("1", "chief", 0, 0, (T,), (2, 0), (2, 0), None), ("2", "worker", 1, 0, (T,), (2, 1), (2, 1), None)]),
+    "2 GPU hosts: horovod": (
+        job(hosts=2, gpus=4), ("horovod", 4, 8, 1, 2048, 8.0, "sagemaker_mpi"), None),
+    # P3, 2 hosts x 2 processes: the four sharding cases
+    "shared channel, FullyReplicated: shard(world, rank)": (
+        job(hosts=2, sdk=MPI_2), ("horovod", 2, 4, 1, 1024, 4.0, "sagemaker_mpi"),
+        [("1", "chief", 0, 0, (T,), (4, 0), (4, 0), None), ("1", "worker", 1, 1, (T,), (4, 1), (4, 1), None),
+         ("2", "worker", 2, 0, (T,), (4, 2), (4, 2), None), ("2", "worker", 3, 1, (T,), (4, 3), (4, 3), None)]),
+    "shared channel, ShardedByS3Key: shard(per_host, local_rank)": (
+        job(hosts=2, sdk=MPI_2, s3="ShardedByS3Key"), ("horovod", 2, 4, 1, 1024, 4.0, "sagemaker_mpi"),
+        [("1", "chief", 0, 0, (T,), (2, 0), (4, 0), None), ("1", "worker", 1, 1, (T,), (2, 1), (4, 1), None),
+         ("2", "worker", 2, 0, (T,), (2, 0), (4, 2), None), ("2", "worker", 3, 1, (T,), (2, 1), (4, 3), None)]),
+    "channel per process, FullyReplicated: shard(hosts, host_index)": (
+        job(hosts=2, sdk=MPI_2, channels={"training-2": "FullyReplicated", "training-1": "FullyReplicated"}),
+        ("horovod", 2, 4, 1, 1024, 4.0, "sagemaker_mpi"),
+        [("1", "chief", 0, 0, ("training-1",), (2, 0), None, None), ("1", "worker", 1, 1, ("training-2",), (2, 0), None, None),
+         ("2", "worker", 2, 0, ("training-1",), (2, 1), None, None), ("2", "worker", 3, 1, ("training-2",), (2, 1), None, None)]),
+    "channel per process, ShardedByS3Key: no sharding": (
+        job(hosts=2, sdk=MPI_2, channels={"training": "ShardedByS3Key", "training-2": "ShardedByS3Key"}),
+        ("horovod", 2, 4, 1, 1024, 4.0, "sagemaker_mpi"),
+        [("1", "chief", 0, 0, ("training",), (1, 0), None, None), ("1", "worker", 1, 1, ("training-2",), (1, 0), None, None),
+         ("2", "worker", 2, 0, ("training",), (1, 0), None, None), ("2", "worker", 3, 1, ("training-2",), (1, 0), None, None)]),
+    "Pipe mode, channel per process; the eval FIFO is read by local rank 0 only": (
+        job(sdk=MPI_2, mode="Pipe", channels={"training": "FullyReplicated", "training-2": "FullyReplicated",
+                                              "evaluation": "FullyReplicated"}),
+        ("horovod", 2, 2, 1, 512, 2.0, "mpirun"),
+        [("1", "chief", 0, 0, ("training",), (1, 0), (1, 0), None),
+         ("1", "worker", 1, 1, ("training-2",), (1, 0), None, None)]),
+    "one process, several channels: it reads them all": (
+        job(channels={"training-1": "FullyReplicated", "training-2": "FullyReplicated"}),
+        ("single", 1, 1, 1, 256, 1.0, "in_process"),
+        [("1", "chief", 0, 0, ("training-1", "training-2"), (1, 0), None, None)]),
+    "tower on CPU: vCPUs - 1 replicas, global batch and rate scaled": (
+        job(hp={"distribution": "tower"}), ("tower", 1, 1, 7, 1792, 7.0, "in_process"), None),
+    "tower with 2 replicas, rate not scaled": (
+        job(hp={"distribution": "tower", "replicas": "2", "scale_learning_rate": "false"}),
+        ("tower", 1, 1, 2, 512, 1.0, "in_process"), None),
+    "mirrored on 4 GPUs": (
+        job(gpus=4, hp={"distribution": "mirrored"}), ("mirrored", 1, 1, 4, 1024, 4.0, "in_process"), None),
+    "the hyperparameter beats the SDK's keys": (
+        job(hosts=2, hp={"distribution": "horovod"}, sdk={"sagemaker_parameter_server_enabled": True}),
+        ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
+    "PS before MPI, as AWS's container orders them": (
+        job(hosts=2, sdk={"sagemaker_parameter_server_enabled": True, "sagemaker_mpi_enabled": True}),
+        ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"), None),
+    "SDK keys as strings": (
+        job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": "True"}),
+        ("multi_worker_mirrored", 1, 2, 1, 512, 2.0, "in_process"), None),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_plan(name):
+    the_job, expected_summary, expected_table = CASES[name]
+    plan = make_plan(the_job)
+    assert summary(plan) == expected_summary
+    if expected_table is not None:
+        assert table(plan) == expected_table
+    assert plan.learning_rate == pytest.approx(0.001 * plan.learning_rate_scale)
+    assert plan.reason
+
+
+@pytest.mark.parametrize("the_job, message", [
+    (job(sdk=MPI_2, mode="Pipe"), "Pipe mode: 1 training channel(s) (training) for 2 training processes per host"),
+    (job(hosts=2, hp={"distribution": "single"}), "distribution single runs on one host; this job has 2"),
+    (job(gpus=4, hp={"distribution": "horovod", "processes_per_host": "8"}), "8 Horovod processes per host for 4 GPUs"),
+    (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
+     "training channels mix ShardedByS3Key and FullyReplicated"),
+    (job(hosts=2, mode="Pipe"), "parameter_server reads its input on the workers"),
+    (job(hosts=2, hp={"processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
+    (job(channels={"evaluation": "FullyReplicated"}), "training channel 'training' is missing"),
+])
+def test_impossible_jobs_are_clear_errors(the_job, message):
+    with pytest.raises(JobError) as error:
+        make_plan(the_job)
+    assert message in str(error.value)
+
+
+def test_mpirun_command_for_cpu_workers():
+    plan = make_plan(job(cpus=8, cores=8, sdk={**MPI_2, "sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=INFO"},
+                         hp={"horovod_autotune": "true", "horovod_fusion_threshold": "33554432",
+                             "horovod_cycle_time": "3.5", "mpi_options": "--verbose"}))
+    command = " ".join(plan.launch.command)
+    assert command.startswith("mpirun --allow-run-as-root -np 2 --host algo-1:2 ")
+    assert "--map-by slot:PE=4 --bind-to core" in command  # P10
+    assert "-mca btl_vader_single_copy_mechanism none -x OMPI_MCA_btl_vader_single_copy_mechanism=none" in command  # P11
+    assert "-x HOROVOD_AUTOTUNE -x HOROVOD_CYCLE_TIME -x HOROVOD_FUSION_THRESHOLD" in command  # P27
+    assert command.endswith("-x NCCL_DEBUG=INFO --verbose python -m trainer.worker")
+    assert plan.launch.env == {"HOROVOD_AUTOTUNE": "1", "HOROVOD_FUSION_THRESHOLD": "33554432",
+                               "HOROVOD_CYCLE_TIME": "3.5"}
+    assert plan.warmup_steps == 100
+
+
+def test_gpu_workers_are_not_bound_to_cores():
+    assert "--bind-to none" in " ".join(make_plan(job(gpus=2)).launch.command)
+
+
+def test_tf_config_for_parameter_servers():
+    plan = make_plan(job(hosts=2))
+    cluster = {"chief": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"],
+               "worker": ["algo-1:2224", "algo-2:2224"]}
+    assert [(p.role, p.host, p.tf_config) for p in plan.processes] == [
+        ("chief", "algo-1", {"cluster": cluster, "task": {"type": "chief", "index": 0}}),
+        ("worker", "algo-1", {"cluster": cluster, "task": {"type": "worker", "index": 0}}),
+        ("ps", "algo-1", {"cluster": cluster, "task": {"type": "ps", "index": 0}}),
+        ("worker", "algo-2", {"cluster": cluster, "task": {"type": "worker", "index": 1}}),
+        ("ps", "algo-2", {"cluster": cluster, "task": {"type": "ps", "index": 1}}),
+    ]
+    assert plan.chief.writes_outputs and not plan.process(0).writes_outputs
+
+
+def test_tf_config_for_multi_worker_mirrored():
+    plan = make_plan(job(hosts=3, hp={"distribution": "multi_worker_mirrored"}))
+    cluster = {"chief": ["algo-1:8890"], "worker": ["algo-2:8890", "algo-3:8890"]}
+    assert [p.tf_config for p in plan.processes] == [
+        {"cluster": cluster, "task": {"type": "chief", "index": 0}},
+        {"cluster": cluster, "task": {"type": "worker", "index": 0}},
+        {"cluster": cluster, "task": {"type": "worker", "index": 1}}]
+
+
+def test_master_becomes_chief():
+    sagemaker = {"cluster": sagemaker_ps_cluster(["algo-1", "algo-2"]), "task": {"type": "master", "index": 0}}
+    assert sagemaker["cluster"]["master"] == ["algo-1:2222"]
+    assert translate_master(sagemaker) == {
+        "cluster": {"chief": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"], "worker": ["algo-2:2222"]},
+        "task": {"type": "chief", "index": 0}}
+    assert "master" not in ps_cluster(["a", "b"]) and "master" not in mwms_cluster(["a", "b"])
+
+
+def test_plan_is_json():
+    import json
+
+    data = json.loads(json.dumps(make_plan(job(hosts=2)).to_dict()))
+    assert data["mode"] == "parameter_server" and len(data["processes"]) == 5

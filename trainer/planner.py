@@ -1,0 +1,330 @@
+"""The planner: a pure function from the job to a plan. Every distribution decision is here.
+
+A plan says which mode runs (and why), how many processes each host starts, and for every
+process its host, rank, role, training channels, shard `(n, i)`, evaluation shard,
+TF_CONFIG and the command that launches the host's processes; plus batch and learning
+rate scaling. `trainer plan` prints it as JSON before anything runs. Launchers and
+workers only carry it out.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from trainer.contract.channels import eval_channel_name, training_channels
+from trainer.contract.job import Job
+from trainer.errors import JobError
+
+SINGLE, TOWER, MIRRORED = "single", "tower", "mirrored"
+HOROVOD, PARAMETER_SERVER, MULTI_WORKER_MIRRORED = "horovod", "parameter_server", "multi_worker_mirrored"
+IN_PROCESS_MODES = (SINGLE, TOWER, MIRRORED)
+SYNCHRONOUS_MODES = (SINGLE, TOWER, MIRRORED, HOROVOD, MULTI_WORKER_MIRRORED)
+
+# SageMaker's ports (as AWS's TensorFlow toolkit uses them): master/worker 2222, PS 2223,
+# multi-worker mirrored 8890. TF 2's PS coordinator does no computation, so the first host
+# also runs a worker, on its own port.
+MASTER_PORT, PS_PORT, PS_WORKER_PORT, MWMS_PORT = 2222, 2223, 2224, 8890
+
+# The SageMaker Python SDK's `distribution=` argument, as framework hyperparameters.
+SDK_PS = "sagemaker_parameter_server_enabled"
+SDK_MPI = "sagemaker_mpi_enabled"
+SDK_MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
+SDK_MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+SDK_MWMS = "sagemaker_multi_worker_mirrored_strategy_enabled"
+
+WORKER_COMMAND = ("python", "-m", "trainer.worker")  # "python": the launcher's interpreter
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process of the job."""
+
+    host: str
+    role: str  # chief (trains, or coordinates in PS mode, and writes), worker, ps
+    rank: int | None  # training rank; None for processes that do not read training data
+    local_rank: int
+    channels: tuple[str, ...]  # training channels it reads
+    shard: tuple[int, int]  # dataset.shard(n, i) applied to those channels
+    eval_shard: tuple[int, int] | None  # None: takes part in evaluation with no data of its own
+    gpu: int | None
+    tf_config: dict | None = None
+
+    @property
+    def writes_outputs(self) -> bool:
+        """Only the chief writes checkpoints and the model (P8)."""
+        return self.role == "chief"
+
+
+@dataclass(frozen=True)
+class Launch:
+    kind: str  # in_process | mpirun | sagemaker_mpi | parameter_server
+    command: tuple[str, ...] = ()
+    env: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str
+    reason: str
+    hosts: tuple[str, ...]
+    current_host: str
+    input_mode: str
+    processes_per_host: int  # training processes per host
+    world_size: int  # training processes in the job
+    replicas_per_process: int
+    batch_size: int  # per replica (P7: not scaled)
+    global_batch_size: int
+    learning_rate: float  # base rate times learning_rate_scale
+    learning_rate_scale: float
+    warmup_steps: int
+    sharding: str  # which row of P3's table applies
+    processes: tuple[Process, ...]
+    launch: Launch
+
+    def process(self, rank: int) -> Process:
+        return next(p for p in self.processes if p.rank == rank)
+
+    def on_host(self, host: str) -> list[Process]:
+        return [p for p in self.processes if p.host == host]
+
+    @property
+    def chief(self) -> Process:
+        return next(p for p in self.processes if p.role == "chief")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _enabled(value) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def choose_mode(job: Job) -> tuple[str, str]:
+    """(mode, why): the hyperparameter, else the SDK's keys as AWS's container reads them,
+    else what suits the hosts, GPUs and CPUs."""
+    hp, framework, hosts, gpus = job.hyperparameters, job.framework_params, len(job.hosts), job.num_gpus
+    if hp.distribution != "auto":
+        return hp.distribution, f"distribution={hp.distribution} (hyperparameter)"
+    # Same order as AWS's TensorFlow container: PS (only with several hosts), MWMS, MPI.
+    if _enabled(framework.get(SDK_PS, False)) and hosts > 1:
+        return PARAMETER_SERVER, f"{SDK_PS}: one parameter server and one worker per host"
+    if _enabled(framework.get(SDK_MWMS, False)):
+        return MULTI_WORKER_MIRRORED, f"{SDK_MWMS}: one worker per host, all-reduce across hosts"
+    if _enabled(framework.get(SDK_MPI, False)):
+        return HOROVOD, f"{SDK_MPI}: Horovod over MPI"
+    if _enabled(framework.get(SDK_PS, False)):
+        return SINGLE, f"{SDK_PS} with one host: one process (AWS's container runs no PS on one host)"
+    if hosts == 1 and gpus > 1:
+        return HOROVOD, f"1 host with {gpus} GPUs: one Horovod process per GPU (P9)"
+    if hosts == 1:
+        return SINGLE, (f"1 host with {gpus} GPU(s) and {job.num_cpus} vCPUs: one process with the "
+                        "threads tuned to the host (P10)")
+    if gpus:
+        return HOROVOD, f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
+    return PARAMETER_SERVER, (f"{hosts} CPU hosts: parameter servers, one per host, with the embedding "
+                              "partitioned over them (P13; faster than multi-worker mirrored on CPU, P12)")
+
+
+def _processes_per_host(job: Job, mode: str) -> int:
+    hp = job.hyperparameters
+    if mode != HOROVOD:
+        if hp.processes_per_host not in (None, 1):
+            raise JobError(f"hyperparameter 'processes_per_host': {hp.processes_per_host} is for horovod; "
+                           f"distribution {mode} runs one training process per host")
+        return 1
+    count = hp.processes_per_host or int(job.framework_params.get(SDK_MPI_PROCESSES, 0) or 0) \
+        or max(1, job.num_gpus)
+    if job.num_gpus and count > job.num_gpus:
+        raise JobError(f"{count} Horovod processes per host for {job.num_gpus} GPUs: one GPU per "
+                       "process (P9); lower processes_per_host")
+    return count
+
+
+def _replicas(job: Job, mode: str) -> int:
+    if mode not in (TOWER, MIRRORED):
+        return 1
+    if job.hyperparameters.replicas:
+        return job.hyperparameters.replicas
+    # CPU: one replica per vCPU but one, which is kept for the reduction (P12).
+    return job.num_gpus if job.num_gpus else max(2, job.num_cpus - 1)
+
+
+def _sharding(job: Job, channels: list, per_host: int):
+    """P3: who shards what, from the channel layout and S3 distribution."""
+    distributions = {c.s3_distribution for c in channels}
+    if len(distributions) > 1:
+        raise JobError("training channels mix ShardedByS3Key and FullyReplicated; use one for all")
+    s3_sharded = distributions == {"ShardedByS3Key"}
+    multi_path = len(channels) >= per_host
+    if not multi_path and channels[0].is_pipe:
+        raise JobError(
+            f"Pipe mode: {len(channels)} training channel(s) ({', '.join(c.name for c in channels)}) for "
+            f"{per_host} training processes per host; each process needs its own channel, since a FIFO "
+            f"has one reader (P1). Pass {per_host} channels named like "
+            f"{channels[0].name}-1 .. {channels[0].name}-{per_host}, or use fewer processes per host")
+    hosts = len(job.hosts)
+
+    def shard(host_index: int, local_rank: int) -> tuple[int, int]:
+        if multi_path and s3_sharded:
+            return (1, 0)
+        if multi_path:
+            return (hosts, host_index) if hosts > 1 else (1, 0)
+        if s3_sharded:
+            return (per_host, local_rank)
+        return (hosts * per_host, host_index * per_host + local_rank)
+
+    description = {
+        (True, True): "one channel per process and ShardedByS3Key: no sharding in code",
+        (True, False): "one channel per process, FullyReplicated: shard(hosts, host_index)",
+        (False, True): "shared channel, ShardedByS3Key: shard(processes_per_host, local_rank)",
+        (False, False): "shared channel, FullyReplicated: shard(world_size, rank)",
+    }[(multi_path, s3_sharded)]
+    return shard, multi_path, description
+
+
+def _eval_shard(job: Job, mode: str, host_index: int, local_rank: int, per_host: int):
+    """Evaluation data of one process: sharded when the metric is aggregated after (P4, P6)."""
+    name = eval_channel_name(job)
+    if name is None:
+        return None
+    channel = job.channels[name]
+    hosts = len(job.hosts)
+    if mode not in (HOROVOD, MULTI_WORKER_MIRRORED):
+        return (1, 0)  # one evaluating process: the chief
+    s3_sharded = channel.s3_distribution == "ShardedByS3Key"
+    if channel.is_pipe:  # one FIFO reader per host: local rank 0
+        if local_rank:
+            return None
+        return (1, 0) if s3_sharded or hosts == 1 else (hosts, host_index)
+    if s3_sharded:
+        return (per_host, local_rank)
+    return (hosts * per_host, host_index * per_host + local_rank)
+
+
+def translate_master(tf_config: dict) -> dict:
+    """SageMaker's TF_CONFIG says `master`; TF 2's strategies want `chief` (P15)."""
+    cluster = {("chief" if job == "master" else job): addresses
+               for job, addresses in tf_config["cluster"].items()}
+    result = {**tf_config, "cluster": cluster}
+    if "task" in tf_config and tf_config["task"]["type"] == "master":
+        result["task"] = {**tf_config["task"], "type": "chief"}
+    return result
+
+
+def sagemaker_ps_cluster(hosts) -> dict:
+    """The PS cluster as AWS's TensorFlow toolkit builds it."""
+    cluster = {"master": [f"{hosts[0]}:{MASTER_PORT}"], "ps": [f"{h}:{PS_PORT}" for h in hosts]}
+    if len(hosts) > 1:
+        cluster["worker"] = [f"{h}:{MASTER_PORT}" for h in hosts[1:]]
+    return cluster
+
+
+def ps_cluster(hosts) -> dict:
+    """TF 2 PS cluster: SageMaker's layout with master -> chief (the coordinator), and a
+    worker on every host, so each host has one PS and one worker (P13)."""
+    cluster = translate_master({"cluster": sagemaker_ps_cluster(hosts)})["cluster"]
+    cluster["worker"] = [f"{h}:{PS_WORKER_PORT}" for h in hosts]
+    return cluster
+
+
+def mwms_cluster(hosts) -> dict:
+    return translate_master({"cluster": {"master": [f"{hosts[0]}:{MWMS_PORT}"],
+                                         **({"worker": [f"{h}:{MWMS_PORT}" for h in hosts[1:]]}
+                                            if len(hosts) > 1 else {})}})["cluster"]
+
+
+def _mpi_command(job: Job, per_host: int) -> tuple[str, ...]:
+    hp = job.hyperparameters
+    command = ["mpirun", "--allow-run-as-root", "-np", str(per_host * len(job.hosts)),
+               "--host", ",".join(f"{h}:{per_host}" for h in job.hosts)]
+    if job.num_gpus == 0 and per_host > 1:
+        # P10: several CPU workers on a host: pin each to its own cores.
+        cores = max(1, job.num_physical_cores // per_host)
+        command += ["--map-by", f"slot:PE={cores}", "--bind-to", "core"]
+    else:
+        command += ["--bind-to", "none"]
+    # P11: cross-memory attach is not permitted in containers.
+    command += ["-mca", "btl_vader_single_copy_mechanism", "none",
+                "-x", "OMPI_MCA_btl_vader_single_copy_mechanism=none"]
+    for name in sorted(_horovod_env(hp)):
+        command += ["-x", name]
+    options = f"{job.framework_params.get(SDK_MPI_OPTIONS, '') or ''} {hp.mpi_options}".strip()
+    command += shlex.split(options)
+    return tuple(command) + WORKER_COMMAND
+
+
+def _horovod_env(hp) -> dict:
+    """P27: Horovod's knobs, as environment variables for every rank."""
+    env = {"HOROVOD_AUTOTUNE": "1" if hp.horovod_autotune else "0"}
+    if hp.horovod_fusion_threshold is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(hp.horovod_fusion_threshold)
+    if hp.horovod_cycle_time is not None:
+        env["HOROVOD_CYCLE_TIME"] = str(hp.horovod_cycle_time)
+    return env
+
+
+def _launch(job: Job, mode: str, per_host: int) -> Launch:
+    if mode == HOROVOD:
+        kind = "mpirun" if len(job.hosts) == 1 else "sagemaker_mpi"
+        return Launch(kind, _mpi_command(job, per_host), _horovod_env(job.hyperparameters))
+    if mode == PARAMETER_SERVER:
+        return Launch("parameter_server", WORKER_COMMAND)
+    return Launch("in_process")
+
+
+def make_plan(job: Job) -> Plan:
+    hp = job.hyperparameters
+    mode, reason = choose_mode(job)
+    hosts = len(job.hosts)
+    if mode in IN_PROCESS_MODES and hosts > 1:
+        raise JobError(f"distribution {mode} runs on one host; this job has {hosts}: use horovod, "
+                       "parameter_server or multi_worker_mirrored, or one instance")
+    channels = training_channels(job)
+    if mode == PARAMETER_SERVER and channels[0].is_pipe:
+        raise JobError("parameter_server reads its input on the workers through tf.data ops: Pipe mode "
+                       "needs PipeModeDataset (the image has it); use File mode here")
+    per_host = _processes_per_host(job, mode)
+    replicas = _replicas(job, mode)
+    shard, _, sharding = _sharding(job, channels, per_host)
+    world = hosts * per_host
+
+    processes = []
+    ps_cluster_spec = ps_cluster(job.hosts) if mode == PARAMETER_SERVER else None
+    for host_index, host in enumerate(job.hosts):
+        for local_rank in range(per_host):
+            rank = host_index * per_host + local_rank
+            role = "chief" if rank == 0 and mode != PARAMETER_SERVER else "worker"
+            tf_config = None
+            if mode == MULTI_WORKER_MIRRORED:
+                cluster = mwms_cluster(job.hosts)
+                task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker", "index": rank - 1}
+                tf_config = {"cluster": cluster, "task": task}
+            elif mode == PARAMETER_SERVER:
+                tf_config = {"cluster": ps_cluster_spec, "task": {"type": "worker", "index": host_index}}
+            processes.append(Process(
+                host=host, role=role, rank=rank, local_rank=local_rank,
+                channels=tuple(c.name for c in channels[local_rank::per_host]) if len(channels) >= per_host
+                else tuple(c.name for c in channels),
+                shard=shard(host_index, local_rank),
+                eval_shard=None if mode == PARAMETER_SERVER else _eval_shard(job, mode, host_index, local_rank, per_host),
+                gpu=local_rank if job.num_gpus else None,
+                tf_config=tf_config))
+        if mode == PARAMETER_SERVER:
+            processes.append(Process(host=host, role="ps", rank=None, local_rank=0, channels=(), shard=(1, 0),
+                                     eval_shard=None, gpu=None,
+                                     tf_config={"cluster": ps_cluster_spec, "task": {"type": "ps", "index": host_index}}))
+    if mode == PARAMETER_SERVER:
+        processes.insert(0, Process(host=job.hosts[0], role="chief", rank=None, local_rank=0, channels=(),
+                                    shard=(1, 0), eval_shard=_eval_shard(job, mode, 0, 0, 1), gpu=None,
+                                    tf_config={"cluster": ps_cluster_spec, "task": {"type": "chief", "index": 0}}))
+
+    synchronous = world * replicas if mode in SYNCHRONOUS_MODES else 1
+    scale = float(synchronous) if hp.scale_learning_rate else 1.0
+    return Plan(
+        mode=mode, reason=reason, hosts=job.hosts, current_host=job.current_host,
+        input_mode=channels[0].input_mode, processes_per_host=per_host, world_size=world,
+        replicas_per_process=replicas, batch_size=hp.batch_size,
+        global_batch_size=hp.batch_size * world * replicas,
+        learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
+        warmup_steps=hp.warmup_steps if scale > 1 else 0,
+        sharding=sharding, processes=tuple(processes), launch=_launch(job, mode, per_host))
