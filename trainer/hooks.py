@@ -81,7 +81,8 @@ def load_user_module(job) -> ModuleType | None:
     return None
 
 
-def resolve(job) -> Hooks:
+def resolve(job, learning_rate) -> Hooks:
+    """The hooks in force; `learning_rate` is the plan's (a float, or a warm-up schedule)."""
     from trainer.data.records import batch_parser
     from trainer.models.deepfm import model_from_hyperparameters
     from trainer.models.optimizers import make_optimizer
@@ -92,6 +93,9 @@ def resolve(job) -> Hooks:
         raise JobError(f"user module {module.__name__!r} defines none of {', '.join(HOOK_NAMES)}")
     hp = job.hyperparameters
     as_dict = hp.as_dict()
+    # The user's hooks see the learning rate scaled for the job's replicas (P7).
+    as_dict["learning_rate"] = float(learning_rate if isinstance(learning_rate, (int, float))
+                                     else learning_rate.peak)
 
     def model_fn():
         return user["model_fn"](as_dict) if user.get("model_fn") else model_from_hyperparameters(hp)
@@ -104,7 +108,7 @@ def resolve(job) -> Hooks:
     def optimizer_fn():
         if user.get("optimizer_fn"):
             return user["optimizer_fn"](as_dict)
-        return make_optimizer(hp.optimizer, hp.learning_rate)
+        return make_optimizer(hp.optimizer, learning_rate)
 
     source = module.__name__ if module else "built-in DeepFM"
     if module:

@@ -18,15 +18,29 @@ METRIC_DEFINITIONS = [
 
 
 def write_failure(output_dir: str, reason: str, detail: str = "") -> str:
-    """Write `output/failure`: the reason first (what SageMaker shows), details after."""
+    """Write `output/failure`: the reason first (what SageMaker shows), details after.
+
+    In a job of several processes the first failure is the cause and stays first; later
+    ones (often consequences) are appended below it.
+    """
     os.makedirs(output_dir, exist_ok=True)
-    text = reason.strip() + "\n"
-    if detail:
-        text += "\n" + detail
+    text = reason.strip() + "\n" + (f"\n{detail}" if detail else "")
     path = os.path.join(output_dir, "failure")
-    with open(path, "w") as f:
-        f.write(text)
+    try:
+        with open(path, "x") as f:
+            f.write(text)
+    except FileExistsError:
+        with open(path, "a") as f:
+            f.write("\n--- a later failure ---\n" + text)
     return path
+
+
+class AlreadyReported(Exception):
+    """A failure some process already wrote to the failure file; only the exit code is left."""
+
+    def __init__(self, exit_code: int):
+        super().__init__(f"exit code {exit_code}")
+        self.exit_code = exit_code
 
 
 def write_success(output_dir: str) -> None:
@@ -55,3 +69,29 @@ def failure_from_exception(output_dir: str, err: BaseException, reason: str) -> 
     detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     path = write_failure(output_dir, reason, detail)
     log.error("job failed: %s (written to %s)", reason, path)
+
+
+EXIT_JOB_ERROR = 1
+EXIT_INTERNAL_ERROR = 2
+
+
+def report_failures(output_dir: str, work, who: str = "") -> int:
+    """Run `work()`; turn an exception into the failure file (reason first) and an exit code.
+
+    `who` names the process in a job of several ("rank 1 on algo-1"), so the reason says
+    which one failed.
+    """
+    from trainer.errors import JobError
+
+    prefix = f"{who}: " if who else ""
+    try:
+        work()
+    except AlreadyReported as err:
+        return err.exit_code
+    except JobError as err:
+        failure_from_exception(output_dir, err, prefix + str(err))
+        return EXIT_JOB_ERROR
+    except Exception as err:  # anything else is still reported, reason first
+        failure_from_exception(output_dir, err, f"{prefix}{type(err).__name__}: {err}")
+        return EXIT_INTERNAL_ERROR
+    return 0

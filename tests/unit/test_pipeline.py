@@ -46,10 +46,10 @@ def test_mixed_formats_are_an_error():
 
 def test_empty_or_missing_channel_folder(tmp_path):
     with pytest.raises(JobError, match="channel 'training': folder .* does not exist"):
-        InputSpec.for_channel(channel(tmp_path / "none"), None)
+        InputSpec.for_channels([channel(tmp_path / "none")], None)
     (tmp_path / "empty" / ".hidden").mkdir(parents=True)
     with pytest.raises(JobError, match="channel 'training': no data files in"):
-        InputSpec.for_channel(channel(tmp_path / "empty"), None)
+        InputSpec.for_channels([channel(tmp_path / "empty")], None)
 
 
 @pytest.mark.parametrize("shards", [1, 2, 3])
@@ -57,7 +57,7 @@ def test_shards_partition_the_records(tmp_path, shards):
     total = make_files(tmp_path / "data", 3, 50)
     seen = []
     for index in range(shards):
-        spec = InputSpec.for_channel(channel(tmp_path / "data"), None, shards, index)
+        spec = InputSpec.for_channels([channel(tmp_path / "data")], None, (shards, index))
         parse = layout.batch_parser("tfrecord", 2)
         for features, _ in records(spec, 0, 1).batch(64).map(parse):
             seen += features["ids"].numpy()[:, 0].tolist()
@@ -66,7 +66,7 @@ def test_shards_partition_the_records(tmp_path, shards):
 
 def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
     total = make_files(tmp_path / "data", 2, 100)
-    spec = InputSpec.for_channel(channel(tmp_path / "data"), None)
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
     epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), batch_size=32, shuffle_buffer=1000,
                              seed=1, cache=True)
     orders = []
@@ -81,7 +81,7 @@ def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
 
 def test_cache_decision(tmp_path):
     make_files(tmp_path / "data", 1, 10)
-    spec = InputSpec.for_channel(channel(tmp_path / "data"), None)
-    pipe = InputSpec(channel(tmp_path / "x", mode="Pipe"), "tfrecord")
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
+    pipe = InputSpec((channel(tmp_path / "x", mode="Pipe"),), "tfrecord")
     assert should_cache("auto", spec) and should_cache("true", spec) and not should_cache("false", spec)
     assert not should_cache("auto", pipe) and not should_cache("true", pipe)

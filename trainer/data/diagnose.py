@@ -29,7 +29,7 @@ def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobE
         problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
             path, field_size, feature_size)
         if problem:
-            return JobError(f"channel '{spec.channel.name}': {problem}")
+            return JobError(f"channel '{spec.name}': {problem}")
     return None
 
 
@@ -99,13 +99,13 @@ def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, featur
     if inner:
         return inner
     for spec in specs:
-        if not spec.channel.is_pipe:
+        if not spec.is_pipe:
             found = find_bad_record(spec, field_size, feature_size)
             if found:
                 return found
     match = _ID_OUT_OF_RANGE.search(str(tf_error))
     if match:
-        channels = ", ".join(f"'{s.channel.name}'" for s in specs)
+        channels = ", ".join(f"'{s.name}'" for s in specs)
         return JobError(f"channel {channels}: id {match.group(1)} is outside [0, feature_size="
                         f"{match.group(2)}); set feature_size above the largest id")
     return None

@@ -60,20 +60,35 @@ def resolve_format(requested: str | None, channel: Channel, files: list[str]) ->
 
 @dataclass(frozen=True)
 class InputSpec:
-    """What one process reads from one channel."""
+    """What one process reads: its channels (one or more, of one input mode) and its shard."""
 
-    channel: Channel
+    channels: tuple[Channel, ...]
     data_format: str
     files: tuple[str, ...] = ()  # File mode
     shard_count: int = 1
     shard_index: int = 0
 
     @staticmethod
-    def for_channel(channel: Channel, requested_format: str | None,
-                    shard_count: int = 1, shard_index: int = 0) -> "InputSpec":
-        files = () if channel.is_pipe else tuple(channel_files(channel))
-        return InputSpec(channel, resolve_format(requested_format, channel, list(files)),
-                         files, shard_count, shard_index)
+    def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0)) -> "InputSpec":
+        channels = tuple(channels)
+        if len({c.input_mode for c in channels}) > 1:
+            raise JobError(f"channels {', '.join(c.name for c in channels)} mix input modes; use one")
+        files, formats = [], set()
+        for channel in channels:
+            channel_files_ = [] if channel.is_pipe else channel_files(channel)
+            files += channel_files_
+            formats.add(resolve_format(requested_format, channel, channel_files_))
+        if len(formats) > 1:
+            raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats")
+        return InputSpec(channels, formats.pop(), tuple(files), *shard)
+
+    @property
+    def name(self) -> str:
+        return ", ".join(c.name for c in self.channels)
+
+    @property
+    def is_pipe(self) -> bool:
+        return self.channels[0].is_pipe
 
     def total_bytes(self) -> int:
         return sum(os.path.getsize(f) for f in self.files)
@@ -95,12 +110,20 @@ def _file_records(spec: InputSpec):
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
+def _pipe_records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
+    dataset = None
+    for channel in spec.channels:
+        path = channel.fifo_path(pipe_epoch)
+        wait_for_fifo(path, pipe_wait_sec)
+        stream = fifo_dataset(path, spec.data_format)
+        dataset = stream if dataset is None else dataset.concatenate(stream)
+    return dataset
+
+
 def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
     """The serialized records this process reads in one epoch (sharded, not yet batched)."""
-    if spec.channel.is_pipe:
-        path = spec.channel.fifo_path(pipe_epoch)
-        wait_for_fifo(path, pipe_wait_sec)
-        dataset = fifo_dataset(path, spec.data_format)
+    if spec.is_pipe:
+        dataset = _pipe_records(spec, pipe_epoch, pipe_wait_sec)
     else:
         dataset = _file_records(spec)
     if spec.shard_count > 1:
@@ -110,8 +133,8 @@ def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
 
 def should_cache(setting: str, spec: InputSpec, processes_per_host: int = 1) -> bool:
     if setting in ("true", "false"):
-        return setting == "true" and not spec.channel.is_pipe
-    if spec.channel.is_pipe:
+        return setting == "true" and not spec.is_pipe
+    if spec.is_pipe:
         return False
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return spec.total_bytes() / spec.shard_count * processes_per_host < CACHE_RAM_FRACTION * ram
@@ -133,7 +156,7 @@ class EpochInput:
 
     def dataset(self, pipe_epoch: int):
         """The dataset for one pass; `pipe_epoch` counts this run's passes over the channel."""
-        if not self.spec.channel.is_pipe:
+        if not self.spec.is_pipe:
             if self._file_dataset is None:
                 self._file_dataset = self._build(records(self.spec, 0, self.pipe_wait_sec), self.seed)
             return self._file_dataset

@@ -44,7 +44,39 @@ class LazyAdam(Legacy.Adam):
         )
 
 
-def make_optimizer(name: str, learning_rate: float):
+class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """A linear ramp from `start` to `peak` over `steps` steps, then `peak` (P7: a rate
+    scaled by the number of replicas is reached gradually)."""
+
+    def __init__(self, start: float, peak: float, steps: int):
+        self.start, self.peak, self.steps = start, peak, steps
+
+    def __call__(self, step):
+        fraction = tf.minimum(1.0, tf.cast(step, tf.float32) / float(max(1, self.steps)))
+        return self.start + (self.peak - self.start) * fraction
+
+    def get_config(self):
+        return {"start": self.start, "peak": self.peak, "steps": self.steps}
+
+
+def learning_rate_for(plan):
+    """The plan's (scaled) learning rate, ramped up over its warm-up steps."""
+    if plan.warmup_steps and plan.learning_rate_scale > 1:
+        return WarmupSchedule(plan.learning_rate / plan.learning_rate_scale, plan.learning_rate,
+                              plan.warmup_steps)
+    return plan.learning_rate
+
+
+def build_optimizer_state(optimizer, variables) -> None:
+    """Create the optimizer's slots now, so that restoring, broadcasting and conditional
+    train steps find them (they cannot be created inside a conditional branch)."""
+    if isinstance(optimizer, Legacy.Optimizer):
+        optimizer._create_all_weights(variables)  # what legacy apply_gradients calls first
+    else:
+        optimizer.build(variables)
+
+
+def make_optimizer(name: str, learning_rate):
     """The optimizer named by the `optimizer` hyperparameter (already validated)."""
     factories = {
         "adam": lambda: LazyAdam(learning_rate=learning_rate),

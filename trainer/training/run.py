@@ -11,12 +11,14 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from trainer import hooks as user_hooks
-from trainer.contract.channels import pick_eval_channel, pick_train_channel
+from trainer.contract.channels import eval_channel_name
 from trainer.contract.job import Job
 from trainer.data import diagnose
 from trainer.data.pipeline import EpochInput, InputSpec, should_cache
 from trainer.errors import JobError
+from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.report import write_metrics
+from trainer.training import equal_steps
 
 log = logging.getLogger(__name__)
 AUC_THRESHOLDS = 1000
@@ -27,14 +29,17 @@ INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.erro
 class Throughput(tf.keras.callbacks.Callback):
     """Logs `step=N epoch=E loss=L samples/sec=S` every `log_steps` steps.
 
-    The rate excludes the first step of each fit (graph tracing), so it measures training.
-    The last, partial batch of an epoch counts as a full one.
+    The rate is this process's, times the number of training processes (they run in
+    lockstep or, with parameter servers, alike): the job's samples per second. It excludes
+    the first step of each fit (graph tracing); an epoch's last, partial batch counts as a
+    full one.
     """
 
-    def __init__(self, batch_size: int, log_steps: int):
+    def __init__(self, batch_size: int, log_steps: int, processes: int = 1, logs_lines: bool = True):
         super().__init__()
-        self.batch_size = batch_size
+        self.samples_per_step = batch_size * processes
         self.log_steps = log_steps
+        self.logs_lines = logs_lines
         self.timed_steps = 0
         self.timed_seconds = 0.0
 
@@ -47,6 +52,8 @@ class Throughput(tf.keras.callbacks.Callback):
         self.epoch = epoch + 1
 
     def on_train_batch_end(self, batch, logs=None):
+        if logs is not None and logs.get(equal_steps.HAS_DATA, 1) < 1:
+            return  # the step where the ranks agreed to end the epoch: no update made
         self.step += 1
         now = time.perf_counter()
         if self.window_start is None:  # first step of this fit: tracing, not timed
@@ -65,45 +72,53 @@ class Throughput(tf.keras.callbacks.Callback):
         if self.window_steps and seconds > 0:
             self.timed_steps += self.window_steps
             self.timed_seconds += seconds
-            if logs is not None:
-                rate = self.window_steps * self.batch_size / seconds
+            if logs is not None and self.logs_lines:
+                rate = self.window_steps * self.samples_per_step / seconds
                 log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
                          self.step, self.epoch, logs.get("loss", float("nan")), rate)
         self.window_start, self.window_steps = now, 0
 
     @property
     def samples_per_sec(self) -> float:
-        return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
+        return self.timed_steps * self.samples_per_step / self.timed_seconds if self.timed_seconds else 0.0
 
 
 class Evaluator:
-    """AUC and logloss of the model over one pass of a dataset (Keras metrics).
+    """AUC and logloss over one pass of the evaluation data (Keras metrics).
 
-    Built once per run so its step function is traced once, not once per epoch.
+    Each process evaluates its shard (or nothing); the metrics' states (confusion matrices,
+    loss sums and counts) are then summed over the processes, so the result is that of the
+    whole evaluation set however it was split (P6). Built once per run so its step
+    function is traced once.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, all_reduce_sum):
         self.model = model
+        self.all_reduce_sum = all_reduce_sum
         self.auc = tf.keras.metrics.AUC(num_thresholds=AUC_THRESHOLDS)
         self.logloss = tf.keras.metrics.BinaryCrossentropy()
+        self.examples = tf.keras.metrics.Sum()
+        self.metrics = (self.auc, self.logloss, self.examples)
         self._update = tf.function(self._update_step, reduce_retracing=True)
 
     def _update_step(self, features, labels):
         predictions = self.model(features, training=False)
         self.auc.update_state(labels, predictions)
         self.logloss.update_state(labels, predictions)
-        return tf.shape(labels)[0]
+        self.examples.update_state(tf.cast(tf.shape(labels)[0], tf.float32))
 
     def __call__(self, dataset, channel_name: str) -> dict:
-        self.auc.reset_state()
-        self.logloss.reset_state()
-        examples = 0
-        for features, labels in dataset:
-            examples += int(self._update(features, labels))
-        if not examples:
+        for metric in self.metrics:
+            metric.reset_state()
+        for features, labels in dataset if dataset is not None else ():
+            self._update(features, labels)
+        variables = [v for metric in self.metrics for v in metric.variables]
+        for variable, total in zip(variables, self.all_reduce_sum([v.numpy() for v in variables])):
+            variable.assign(total)
+        if not self.examples.result():
             raise JobError(f"channel '{channel_name}' holds no records to evaluate on")
         return {"auc": float(self.auc.result()), "logloss": float(self.logloss.result()),
-                "examples": examples}
+                "examples": int(self.examples.result())}
 
 
 @contextlib.contextmanager
@@ -120,14 +135,20 @@ def input_errors_explained(specs, hooks, hp):
         raise explained from err
 
 
-def fit_one_epoch(model, dataset, epoch: int, throughput: Throughput, channel_name: str) -> float:
+def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str) -> float:
     """One pass of Keras fit; returns the epoch's mean loss."""
+    before = int(model.optimizer.iterations)
     try:
-        fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, verbose=0, callbacks=[throughput])
+        fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
+                        verbose=0, callbacks=callbacks)
     except ValueError as err:
         if "Empty logs" not in str(err):  # Keras' words for a pass that saw no batch
             raise
         raise JobError(f"channel '{channel_name}' holds no records to train on") from err
+    if int(model.optimizer.iterations) == before:
+        raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
+                       "a process's shard of the training data is empty (P5); "
+                       "give every process data, or use fewer processes")
     return float(fit.history["loss"][-1])
 
 
@@ -142,11 +163,12 @@ def export_saved_model(model, model_dir: str, version: int) -> str:
 
 @dataclass
 class Inputs:
-    """The channels this process reads, as specs (for error diagnosis) and epoch datasets."""
+    """What this process reads, as specs (for error diagnosis) and epoch datasets."""
 
     train_spec: InputSpec
     train: EpochInput
-    eval_spec: InputSpec | None
+    eval_channel: str | None  # the job's evaluation channel
+    eval_spec: InputSpec | None  # this process's part of it (None: evaluates nothing itself)
     eval: EpochInput | None
 
     @property
@@ -154,24 +176,27 @@ class Inputs:
         return [spec for spec in (self.train_spec, self.eval_spec) if spec]
 
     @staticmethod
-    def for_job(job: Job, hooks) -> "Inputs":
+    def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
         hp = job.hyperparameters
-        train_spec = InputSpec.for_channel(pick_train_channel(job), hp.data_format)
-        train = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), hp.batch_size,
-                           hp.shuffle_buffer, hp.seed, should_cache(hp.cache_input, train_spec),
-                           hp.pipe_wait_sec)
-        eval_channel = pick_eval_channel(job)
-        if eval_channel is None:
-            return Inputs(train_spec, train, None, None)
-        eval_spec = InputSpec.for_channel(eval_channel, hp.data_format)
-        evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), hp.batch_size,
-                                cache=should_cache(hp.cache_input, eval_spec), pipe_wait_sec=hp.pipe_wait_sec)
-        return Inputs(train_spec, train, eval_spec, evaluation)
+        train_spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format,
+                                            process.shard)
+        train = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), batch_size,
+                           hp.shuffle_buffer, hp.seed + (process.rank or 0),
+                           should_cache(hp.cache_input, train_spec, plan.processes_per_host), hp.pipe_wait_sec)
+        eval_channel = eval_channel_name(job)
+        if eval_channel is None or process.eval_shard is None:
+            return Inputs(train_spec, train, eval_channel, None, None)
+        eval_spec = InputSpec.for_channels([job.channels[eval_channel]], hp.data_format, process.eval_shard)
+        evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), batch_size,
+                                cache=should_cache(hp.cache_input, eval_spec, plan.processes_per_host),
+                                pipe_wait_sec=hp.pipe_wait_sec)
+        return Inputs(train_spec, train, eval_channel, eval_spec, evaluation)
 
     def describe(self) -> str:
-        text = (f"training channel '{self.train_spec.channel.name}' ({self.train_spec.channel.input_mode}, "
-                f"{self.train_spec.data_format}, cache={self.train.cache})")
-        return text + (f"; evaluation channel '{self.eval_spec.channel.name}'" if self.eval_spec
+        text = (f"training channel(s) '{self.train_spec.name}' ({self.train_spec.channels[0].input_mode}, "
+                f"{self.train_spec.data_format}, shard {self.train_spec.shard_count}/{self.train_spec.shard_index}, "
+                f"cache={self.train.cache})")
+        return text + (f"; evaluation channel '{self.eval_channel}'" if self.eval_channel
                        else "; no evaluation channel")
 
 
@@ -182,30 +207,41 @@ def restore_latest(checkpoint, manager) -> None:
                  int(checkpoint.epoch), int(checkpoint.optimizer.iterations))
 
 
-def train(job: Job, cpu_settings=None) -> dict:
+def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
+    """Train in this process as `process` of `plan`; returns the metrics (the chief writes them)."""
     hp = job.hyperparameters
-    hooks = user_hooks.resolve(job)
-    inputs = Inputs.for_job(job, hooks)
-    log.info("model: %s; %s", hooks.source, inputs.describe())
+    runtime.start()  # before TensorFlow runs anything: devices and collectives
+    hooks = user_hooks.resolve(job, learning_rate_for(plan))
+    inputs = Inputs.for_process(job, plan, process, hooks, runtime.batch_size)
+    log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, hooks.source,
+             inputs.describe())
 
     tf.keras.utils.set_random_seed(hp.seed)
-    model = hooks.model_fn()
-    optimizer = hooks.optimizer_fn()
-    model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy())
+    with runtime.scope():
+        model = hooks.model_fn()
+        optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())
+        model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy())
+        build_optimizer_state(optimizer, model.trainable_variables)
 
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
-    restore_latest(checkpoint, manager)
-    start_epoch = int(epoch_counter)
+    if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
+        restore_latest(checkpoint, manager)
+    start_epoch = runtime.broadcast_from_chief(int(epoch_counter))
+    epoch_counter.assign(start_epoch)
+    runtime.sync_initial_state(model, optimizer)
+    runtime.prepare(model, optimizer)
 
-    throughput = Throughput(hp.batch_size, hp.log_steps)
-    evaluator = Evaluator(model)
+    throughput = Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
+    callbacks = [throughput] + runtime.callbacks()
+    evaluator = Evaluator(model, runtime.all_reduce_sum)
 
     def evaluate(epoch_number: int, pass_index: int) -> dict:
-        log.info("epoch=%d evaluating on channel '%s'", epoch_number, inputs.eval_spec.channel.name)
+        log.info("epoch=%d evaluating on channel '%s'", epoch_number, inputs.eval_channel)
         with input_errors_explained(inputs.specs, hooks, hp):
-            result = evaluator(inputs.eval.dataset(pass_index), inputs.eval_spec.channel.name)
+            dataset = inputs.eval.dataset(pass_index) if inputs.eval else None
+            result = evaluator(dataset, inputs.eval_channel)
         return {"eval_auc": result["auc"], "eval_logloss": result["logloss"]}
 
     history = []
@@ -214,26 +250,25 @@ def train(job: Job, cpu_settings=None) -> dict:
         pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
         started = time.perf_counter()
         with input_errors_explained(inputs.specs, hooks, hp):
-            loss = fit_one_epoch(model, inputs.train.dataset(pass_index), epoch, throughput,
-                                 inputs.train_spec.channel.name)
+            loss = fit_one_epoch(model, runtime.training_dataset(inputs.train.dataset(pass_index)), epoch,
+                                 callbacks, runtime.steps_per_epoch, inputs.train_spec.name)
         train_seconds += time.perf_counter() - started
         record = {"epoch": epoch + 1, "train_loss": loss}
-        if inputs.eval:
+        if inputs.eval_channel:
             record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
         log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
                  int(optimizer.iterations), loss,
                  f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
-                 if inputs.eval else "", throughput.samples_per_sec)
+                 if inputs.eval_channel else "", throughput.samples_per_sec)
         epoch_counter.assign(epoch + 1)
-        log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
-        manager.save(checkpoint_number=int(optimizer.iterations))
+        if runtime.writes_outputs:
+            log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
+            manager.save(checkpoint_number=int(optimizer.iterations))
 
-    if inputs.eval and not history:  # resumed after the last epoch: evaluate what was restored
+    if inputs.eval_channel and not history:  # resumed after the last epoch: evaluate what was restored
         history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
 
-    export_dir = export_saved_model(model, job.model_dir, hp.model_version)
-    log.info("exported SavedModel to %s", export_dir)
     last = history[-1] if history else {}
     metrics = {
         "eval_auc": last.get("eval_auc"),
@@ -246,8 +281,13 @@ def train(job: Job, cpu_settings=None) -> dict:
         "resumed_from_epoch": start_epoch,
         "history": history,
         "model": hooks.source,
-        "export_dir": export_dir,
+        "distribution": plan.mode,
+        "world_size": plan.world_size,
+        "global_batch_size": plan.global_batch_size,
         "cpu_settings": cpu_settings.describe() if cpu_settings else None,
     }
-    write_metrics(job.output_data_dir, metrics)
+    if runtime.writes_outputs:
+        metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version)
+        log.info("exported SavedModel to %s", metrics["export_dir"])
+        write_metrics(job.output_data_dir, metrics)
     return metrics

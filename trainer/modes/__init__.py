@@ -1,0 +1,26 @@
+"""What each distribution mode changes in a training process, behind one interface.
+
+The planner decides; a Runtime carries out its part of the plan inside the process:
+devices, strategy scope, optimizer wrapping, per-step agreement, evaluation aggregation.
+"""
+from __future__ import annotations
+
+import importlib
+
+from trainer import planner
+
+RUNTIMES = {
+    planner.SINGLE: "trainer.modes.base:Runtime",
+    planner.TOWER: "trainer.modes.tower:TowerRuntime",
+    planner.MIRRORED: "trainer.modes.tower:MirroredRuntime",
+    planner.HOROVOD: "trainer.modes.horovod:HorovodRuntime",
+}
+
+
+def runtime_for(plan, process, hyperparameters):
+    if plan.mode not in RUNTIMES:
+        from trainer.errors import JobError
+
+        raise JobError(f"distribution {plan.mode} is not available in this version")
+    module_name, class_name = RUNTIMES[plan.mode].split(":")
+    return getattr(importlib.import_module(module_name), class_name)(plan, process, hyperparameters)

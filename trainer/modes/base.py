@@ -1,0 +1,53 @@
+"""The single-process runtime, and the interface every mode's runtime keeps."""
+from __future__ import annotations
+
+import contextlib
+
+
+class Runtime:
+    """One process, no distribution. Modes override only what they change."""
+
+    steps_per_epoch = None  # None: one pass over the dataset
+
+    def __init__(self, plan, process, hyperparameters):
+        self.plan = plan
+        self.process = process
+        self.hp = hyperparameters
+
+    def start(self) -> None:
+        """Right after TensorFlow is imported, before it runs anything (devices, collectives)."""
+
+    def scope(self):
+        """Where the model and optimizer are created."""
+        return contextlib.nullcontext()
+
+    def wrap_optimizer(self, optimizer):
+        return optimizer
+
+    def prepare(self, model, optimizer) -> None:
+        """After compile, before the first step."""
+
+    def sync_initial_state(self, model, optimizer) -> None:
+        """After restoring a checkpoint: make every process start from the same state."""
+
+    def callbacks(self) -> list:
+        return []
+
+    def training_dataset(self, dataset):
+        return dataset
+
+    def all_reduce_sum(self, values: list) -> list:
+        """Element-wise sums of numpy arrays over the processes that evaluate."""
+        return values
+
+    def broadcast_from_chief(self, value):
+        return value
+
+    @property
+    def writes_outputs(self) -> bool:
+        return self.process.writes_outputs
+
+    @property
+    def batch_size(self) -> int:
+        """The batch one process feeds to fit: the plan's per-replica batch times its replicas."""
+        return self.plan.batch_size * self.plan.replicas_per_process

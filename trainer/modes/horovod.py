@@ -1,0 +1,65 @@
+"""Horovod: one process per rank, gradients all-reduced by a DistributedOptimizer.
+
+`horovod_module` names the Keras API (default horovod.tensorflow.keras); its tensor-level
+sibling (the same name without `.keras`) provides the collectives used outside Keras:
+the per-step agreement (P5), the initial broadcast (P8) and evaluation sums (P6). A
+Horovod-API-compatible runtime with the same two modules can be swapped in by name.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.errors import JobError
+from trainer.modes.base import Runtime
+from trainer.training import equal_steps
+
+log = logging.getLogger(__name__)
+
+
+class HorovodRuntime(Runtime):
+    steps_per_epoch = equal_steps.UNBOUNDED_STEPS
+
+    def start(self) -> None:
+        name = self.hp.horovod_module
+        try:
+            self.hvd = importlib.import_module(name)
+            self.ops = importlib.import_module(name[: -len(".keras")] if name.endswith(".keras") else name)
+        except ImportError as err:
+            raise JobError(f"hyperparameter 'horovod_module': cannot import {name!r}: {err}") from err
+        self.hvd.init()
+        if (self.hvd.size(), self.hvd.rank()) != (self.plan.world_size, self.process.rank):
+            raise JobError(f"launched as rank {self.hvd.rank()} of {self.hvd.size()}, planned as rank "
+                           f"{self.process.rank} of {self.plan.world_size}: the launcher and the plan disagree")
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus and self.process.gpu is not None:  # P9: one GPU per process, grown as needed
+            tf.config.set_visible_devices(gpus[self.process.gpu], "GPU")
+            tf.config.experimental.set_memory_growth(gpus[self.process.gpu], True)
+        log.info("horovod rank %d of %d (local rank %d)", self.hvd.rank(), self.hvd.size(),
+                 self.hvd.local_rank())
+
+    def wrap_optimizer(self, optimizer):
+        return self.hvd.DistributedOptimizer(optimizer)
+
+    def prepare(self, model, optimizer) -> None:
+        equal_steps.install(model, lambda value: self.ops.allreduce(value, op=self.ops.Min, name="equal_steps"))
+
+    def sync_initial_state(self, model, optimizer) -> None:
+        # P8: every rank starts from rank 0's weights and optimizer state (restored or fresh).
+        self.ops.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
+
+    def callbacks(self) -> list:
+        return [equal_steps.StopWhenARankIsDone()]
+
+    def training_dataset(self, dataset):
+        return equal_steps.pad(dataset)
+
+    def all_reduce_sum(self, values: list) -> list:
+        return [np.asarray(self.ops.allreduce(tf.constant(value), op=self.ops.Sum, name=f"eval_sum_{index}"))
+                for index, value in enumerate(values)]
+
+    def broadcast_from_chief(self, value):
+        return self.ops.broadcast_object(value, root_rank=0)

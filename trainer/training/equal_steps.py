@@ -1,0 +1,61 @@
+"""Every rank runs the same number of steps, whatever its shard holds (P5).
+
+Ranks whose shards differ in size would otherwise end an epoch at different steps, and
+the ones still training wait forever in an all-reduce ("Horovod has been shut down ...
+after one of the ranks finished"). Counting records up front costs a full read and is
+impossible in Pipe mode, so the ranks agree at every step instead:
+
+- each rank's epoch is its real batches (sample weight 1) followed by endless padding
+  batches (sample weight 0);
+- the train step all-reduces "I have a real batch" with MIN before anything else; when
+  some rank has run out, every rank skips the update (the same branch everywhere, so the
+  collectives inside it stay matched) and the epoch ends on all ranks at that step.
+
+The records a rank holds beyond the common step count are not used in that epoch.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+UNBOUNDED_STEPS = 2**31 - 1  # the epoch ends by agreement, not by a count
+HAS_DATA = "all_ranks_have_data"
+
+
+def pad(dataset):
+    """(features, label) batches -> (features, label, weight) with endless padding after."""
+    real = dataset.map(lambda features, label: (features, label, tf.ones_like(label)))
+
+    def zeros(spec):
+        shape = [1] + [d if d is not None else 1 for d in spec.shape[1:]]
+        return tf.zeros(shape, spec.dtype)
+
+    features_spec, label_spec = dataset.element_spec
+    padding = (tf.nest.map_structure(zeros, features_spec), zeros(label_spec), zeros(label_spec))
+    return real.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
+
+
+def install(model, all_reduce_min) -> None:
+    """Make `model.fit` agree across ranks before each step; `all_reduce_min(tensor)` is the
+    mode's collective. The optimizer's and metrics' variables must exist before the first
+    step (they cannot be created inside a conditional branch)."""
+    from keras.src.engine import data_adapter
+
+    original_step = model.train_step
+
+    def train_step(data):
+        features, label, weight = data_adapter.unpack_x_y_sample_weight(data)
+        everyone = all_reduce_min(tf.reduce_max(tf.cast(weight, tf.float32)))
+        logs = tf.cond(everyone > 0, lambda: original_step((features, label)),
+                       model.get_metrics_result)
+        return {**logs, HAS_DATA: everyone}
+
+    # An instance attribute: Keras' fit calls self.train_step, so this one runs.
+    model.train_step = train_step
+
+
+class StopWhenARankIsDone(tf.keras.callbacks.Callback):
+    """Ends the epoch at the first step some rank had no data for (no update was made)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs is not None and logs.get(HAS_DATA, 1) < 1:
+            self.model.stop_training = True

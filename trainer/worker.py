@@ -1,0 +1,57 @@
+"""One training process of the plan: CPU settings, then TensorFlow, then the mode's runtime.
+
+`train` runs it in-process for single-process modes; launchers start it as
+`python -m trainer.worker` for every rank (mpirun). Each process reads the job and
+computes the same plan (a pure function of the job), then finds itself in it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from trainer import cpu
+from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
+from trainer.planner import make_plan
+from trainer.report import report_failures
+
+log = logging.getLogger("trainer")
+
+
+def run_process(job, plan, process) -> dict:
+    """Train as `process` of `plan` in this Python process; returns its metrics."""
+    settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
+    cpu.apply_environment(settings)
+    from trainer.modes import runtime_for
+    from trainer.training.run import train  # imports TensorFlow: after the CPU settings
+
+    cpu.apply_tensorflow_threads(settings)
+    return train(job, plan, process, runtime_for(plan, process, job.hyperparameters), settings)
+
+
+def rank_from_launcher() -> int:
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    raise RuntimeError("trainer.worker was started without a rank (run it through mpirun)")
+
+
+def main() -> int:
+    from trainer.entry import setup_logging
+
+    setup_logging()
+    rank = rank_from_launcher()
+    if rank:  # only the chief's log carries progress lines; the others warn and fail loudly
+        logging.getLogger().setLevel(logging.WARNING)
+    base_dir = base_dir_from_env()
+
+    def work():
+        job = read_job(base_dir)
+        plan = make_plan(job)
+        run_process(job, plan, plan.process(rank))
+
+    return report_failures(output_dir_of(base_dir), work, who=f"rank {rank} on {os.uname().nodename}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
