@@ -4,6 +4,7 @@ No decisions here: the plan says what to start (trainer.planner).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -28,8 +29,17 @@ def run(job) -> dict | None:
         return worker.run_process(job, plan, plan.on_host(job.current_host)[0])
     if kind == "mpirun":
         run_mpirun(job, plan)
-        return None
+        return read_metrics(job)
     raise JobError(f"launching {kind} ({plan.mode} on {len(plan.hosts)} hosts) is not available in this version")
+
+
+def read_metrics(job) -> dict | None:
+    """The metrics the chief wrote."""
+    path = os.path.join(job.output_data_dir, "metrics.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def run_mpirun(job, plan) -> None:

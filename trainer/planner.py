@@ -235,8 +235,10 @@ def mwms_cluster(hosts) -> dict:
 
 def _mpi_command(job: Job, per_host: int) -> tuple[str, ...]:
     hp = job.hyperparameters
+    # One host: mpirun starts the ranks itself (no sshd); several: the toolkit's MPI runner.
+    hosts = ["localhost"] if len(job.hosts) == 1 else job.hosts
     command = ["mpirun", "--allow-run-as-root", "-np", str(per_host * len(job.hosts)),
-               "--host", ",".join(f"{h}:{per_host}" for h in job.hosts)]
+               "--host", ",".join(f"{h}:{per_host}" for h in hosts)]
     if job.num_gpus == 0 and per_host > 1:
         # P10: several CPU workers on a host: pin each to its own cores.
         cores = max(1, job.num_physical_cores // per_host)

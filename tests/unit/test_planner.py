@@ -143,7 +143,7 @@ def test_mpirun_command_for_cpu_workers():
                          hp={"horovod_autotune": "true", "horovod_fusion_threshold": "33554432",
                              "horovod_cycle_time": "3.5", "mpi_options": "--verbose"}))
     command = " ".join(plan.launch.command)
-    assert command.startswith("mpirun --allow-run-as-root -np 2 --host algo-1:2 ")
+    assert command.startswith("mpirun --allow-run-as-root -np 2 --host localhost:2 ")
     assert "--map-by slot:PE=4 --bind-to core" in command  # P10
     assert "-mca btl_vader_single_copy_mechanism none -x OMPI_MCA_btl_vader_single_copy_mechanism=none" in command  # P11
     assert "-x HOROVOD_AUTOTUNE -x HOROVOD_CYCLE_TIME -x HOROVOD_FUSION_THRESHOLD" in command  # P27

@@ -44,6 +44,8 @@ class LazyAdam(Legacy.Adam):
         )
 
 
+# Registered: Horovod's DistributedOptimizer rebuilds the optimizer from its config.
+@tf.keras.utils.register_keras_serializable(package="trainer")
 class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
     """A linear ramp from `start` to `peak` over `steps` steps, then `peak` (P7: a rate
     scaled by the number of replicas is reached gradually)."""

@@ -137,7 +137,7 @@ def input_errors_explained(specs, hooks, hp):
 
 def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str) -> float:
     """One pass of Keras fit; returns the epoch's mean loss."""
-    before = int(model.optimizer.iterations)
+    before = int(model.optimizer.iterations.numpy())
     try:
         fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
                         verbose=0, callbacks=callbacks)
@@ -145,7 +145,7 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
         if "Empty logs" not in str(err):  # Keras' words for a pass that saw no batch
             raise
         raise JobError(f"channel '{channel_name}' holds no records to train on") from err
-    if int(model.optimizer.iterations) == before:
+    if int(model.optimizer.iterations.numpy()) == before:
         raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
                        "a process's shard of the training data is empty (P5); "
                        "give every process data, or use fewer processes")
@@ -204,7 +204,7 @@ def restore_latest(checkpoint, manager) -> None:
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).expect_partial()
         log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
-                 int(checkpoint.epoch), int(checkpoint.optimizer.iterations))
+                 int(checkpoint.epoch), int(checkpoint.optimizer.iterations.numpy()))
 
 
 def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
@@ -228,7 +228,7 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
     if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
         restore_latest(checkpoint, manager)
-    start_epoch = runtime.broadcast_from_chief(int(epoch_counter))
+    start_epoch = runtime.broadcast_from_chief(int(epoch_counter.numpy()))
     epoch_counter.assign(start_epoch)
     runtime.sync_initial_state(model, optimizer)
     runtime.prepare(model, optimizer)
@@ -258,13 +258,13 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
             record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
         log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
-                 int(optimizer.iterations), loss,
+                 int(optimizer.iterations.numpy()), loss,
                  f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
                  if inputs.eval_channel else "", throughput.samples_per_sec)
         epoch_counter.assign(epoch + 1)
         if runtime.writes_outputs:
             log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
-            manager.save(checkpoint_number=int(optimizer.iterations))
+            manager.save(checkpoint_number=int(optimizer.iterations.numpy()))
 
     if inputs.eval_channel and not history:  # resumed after the last epoch: evaluate what was restored
         history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
@@ -276,8 +276,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         "train_loss": last.get("train_loss"),
         "train_samples_per_sec": round(throughput.samples_per_sec, 1),
         "train_seconds": round(train_seconds, 3),
-        "epochs": int(epoch_counter),
-        "steps": int(optimizer.iterations),
+        "epochs": int(epoch_counter.numpy()),
+        "steps": int(optimizer.iterations.numpy()),
         "resumed_from_epoch": start_epoch,
         "history": history,
         "model": hooks.source,
