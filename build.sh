@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
-APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake)
+APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake iproute2)
 # Horovod is compiled against the TensorFlow in the venv and the system OpenMPI.
 HOROVOD_BUILD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
                    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)

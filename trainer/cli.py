@@ -8,6 +8,7 @@ import sys
 # subcommand -> (module with add_arguments(parser) and main(args), help)
 COMMANDS = {
     "local": ("trainer.localjob", "run a training job here, in a folder laid out like /opt/ml"),
+    "plan": ("trainer.plan_cli", "print how the job will use its hosts and devices (and check its input)"),
     "convert": ("trainer.data.convert", "convert libsvm or raw Criteo files to TFRecord"),
     "datagen": ("trainer.data.datagen", "generate a seeded synthetic Criteo-like dataset"),
     "split": ("trainer.data.split", "split record files into parts by record counts"),

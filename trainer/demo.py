@@ -35,6 +35,6 @@ def main(args: argparse.Namespace) -> int:
     job_dir = os.path.abspath(os.path.join(args.dir, "job"))
     shutil.rmtree(job_dir, ignore_errors=True)  # a fresh job, not a resumed one
     print(f"training DeepFM: trainer local --job-dir {job_dir} --input-mode {args.input_mode}", flush=True)
-    job_dir, exit_code = localjob.run(channels, dict(args.hp), args.input_mode, "local", job_dir)
+    job_dir, exit_code = localjob.run(localjob.LocalJob(channels, dict(args.hp), args.input_mode), job_dir)
     print(localjob.summary(job_dir, exit_code), flush=True)
     return exit_code

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 from trainer.data.pipeline import list_data_files
 from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
@@ -33,13 +34,23 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that describe a job (shared by `trainer local` and `trainer plan`)."""
     parser.add_argument("--channel", action="append", type=key_value, default=[], metavar="NAME=PATH",
                         help="a channel and a file or folder for it (repeatable; repeat a NAME to add paths)")
     parser.add_argument("--hp", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         help="a hyperparameter (repeatable)")
     parser.add_argument("--input-mode", choices=("File", "Pipe"), default="File")
     parser.add_argument("--instance-type", default="local", help="e.g. ml.c5.2xlarge")
+    parser.add_argument("--hosts", type=int, default=1,
+                        help="hosts of the job (more than one: each in its own network namespace)")
+    parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
+                        help="give this channel S3DistributionType ShardedByS3Key: each host gets "
+                             "every n-th of its files (repeatable)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_job_arguments(parser)
     parser.add_argument("--job-dir", help="keep the job folder here (reused: checkpoints resume)")
 
 
@@ -48,40 +59,83 @@ def write_json(path: str, value) -> None:
         json.dump(value, f, indent=2)
 
 
-def lay_out_job(job_dir: str, channels: dict[str, list[str]], hyperparameters: dict[str, str],
-                input_mode: str = "File", instance_type: str = "local",
-                hosts: tuple[str, ...] = (DEFAULT_HOST,), current_host: str = DEFAULT_HOST) -> None:
-    """Create or refresh the /opt/ml-like folder (checkpoints in it are kept)."""
-    config_dir = os.path.join(job_dir, "input", "config")
-    data_dir = os.path.join(job_dir, "input", "data")
+@dataclass(frozen=True)
+class LocalJob:
+    """A job to lay out here: channels from local paths, hyperparameters, hosts."""
+
+    channels: dict  # name -> list of files or folders
+    hyperparameters: dict
+    input_mode: str = "File"
+    instance_type: str = "local"
+    hosts: int = 1
+    sharded: frozenset = frozenset()  # channels with S3DistributionType ShardedByS3Key
+
+    @staticmethod
+    def from_args(args: argparse.Namespace) -> "LocalJob":
+        channels: dict[str, list[str]] = {}
+        for name, path in args.channel:
+            if not os.path.exists(path):
+                raise SystemExit(f"trainer: channel {name}: {path} does not exist")
+            channels.setdefault(name, []).append(path)
+        unknown = set(args.sharded_channel) - set(channels)
+        if unknown:
+            raise SystemExit(f"trainer: --sharded-channel {', '.join(sorted(unknown))} is not a --channel")
+        return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, args.hosts,
+                        frozenset(args.sharded_channel))
+
+    @property
+    def host_names(self) -> list[str]:
+        return [f"algo-{i + 1}" for i in range(self.hosts)]
+
+    def host_dir(self, job_dir: str, host: str) -> str:
+        return job_dir if self.hosts == 1 else os.path.join(job_dir, host)
+
+    def files(self, channel: str, host_index: int) -> list[str]:
+        """The channel's files on one host: all of them, or every n-th when S3-sharded."""
+        files = [f for path in self.channels[channel] for f in list_data_files(path)]
+        return files[host_index::self.hosts] if channel in self.sharded else files
+
+    def lay_out(self, job_dir: str, input_mode: str | None = None) -> dict[str, str]:
+        """Create or refresh every host's /opt/ml-like folder; {host: folder}."""
+        return {host: lay_out_host(self.host_dir(job_dir, host), self, index, input_mode or self.input_mode)
+                for index, host in enumerate(self.host_names)}
+
+
+def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -> str:
+    """One host's folder, as SageMaker writes it (checkpoints in it are kept)."""
+    config_dir = os.path.join(folder, "input", "config")
+    data_dir = os.path.join(folder, "input", "data")
     shutil.rmtree(data_dir, ignore_errors=True)
-    for folder in (config_dir, data_dir, os.path.join(job_dir, "model"),
-                   os.path.join(job_dir, "output", "data"), os.path.join(job_dir, "checkpoints")):
-        os.makedirs(folder, exist_ok=True)
+    for sub in (config_dir, data_dir, os.path.join(folder, "model"),
+                os.path.join(folder, "output", "data"), os.path.join(folder, "checkpoints")):
+        os.makedirs(sub, exist_ok=True)
+    hosts = job.host_names
     write_json(os.path.join(config_dir, "hyperparameters.json"),
-               {key: str(value) for key, value in hyperparameters.items()})
+               {key: str(value) for key, value in job.hyperparameters.items()})
     write_json(os.path.join(config_dir, "resourceconfig.json"), {
-        "current_host": current_host,
-        "hosts": list(hosts),
-        "current_instance_type": instance_type,
+        "current_host": hosts[host_index],
+        "hosts": hosts,
+        "current_instance_type": job.instance_type,
         "current_group_name": "homogeneousCluster",
         "instance_groups": [{"instance_group_name": "homogeneousCluster",
-                             "instance_type": instance_type, "hosts": list(hosts)}],
+                             "instance_type": job.instance_type, "hosts": hosts}],
         "network_interface_name": "eth0",
     })
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
-        name: {"TrainingInputMode": input_mode, "S3DistributionType": "FullyReplicated",
+        name: {"TrainingInputMode": input_mode,
+               "S3DistributionType": "ShardedByS3Key" if name in job.sharded else "FullyReplicated",
                "RecordWrapperType": "None", "ContentType": content_type(paths)}
-        for name, paths in channels.items()})
+        for name, paths in job.channels.items()})
     if input_mode == "File":
-        for name, paths in channels.items():
-            folder = os.path.join(data_dir, name)
-            os.makedirs(folder)
-            for index, path in enumerate(paths):
-                link = os.path.join(folder, os.path.basename(os.path.normpath(path)))
-                if os.path.lexists(link):  # two paths with one name: keep both
-                    link = os.path.join(folder, f"{index}-{os.path.basename(os.path.normpath(path))}")
+        for name in job.channels:
+            channel_dir = os.path.join(data_dir, name)
+            os.makedirs(channel_dir)
+            for index, path in enumerate(job.files(name, host_index)):
+                link = os.path.join(channel_dir, os.path.basename(path))
+                if os.path.lexists(link):  # two files with one name: keep both
+                    link = os.path.join(channel_dir, f"{index}-{os.path.basename(path)}")
                 os.symlink(os.path.abspath(path), link)
+    return folder
 
 
 def content_type(paths: list[str]) -> str:
@@ -162,40 +216,67 @@ def summary(job_dir: str, exit_code: int) -> str:
     return "\n".join(lines)
 
 
-def run(channels: dict[str, list[str]], hyperparameters: dict[str, str], input_mode: str = "File",
-        instance_type: str = "local", job_dir: str | None = None) -> tuple[str, int]:
-    """Lay out the job, feed Pipe-mode channels, run `train`; (job folder, exit code)."""
+def _train_command() -> list[str]:
+    return [sys.executable, "-m", "trainer.entry"]
+
+
+def _prefixed(stream, host: str) -> None:
+    for line in iter(stream.readline, b""):
+        sys.stdout.buffer.write(f"[{host}] ".encode() + line)
+        sys.stdout.buffer.flush()
+
+
+def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
+    """`train` on every host at once, each in its own network namespace; the first
+    non-zero exit code in host order, or 0."""
+    from trainer.netns import HostNamespaces
+
+    with HostNamespaces(job.host_names) as namespaces:
+        processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
+                                            env={**os.environ, "SAGEMAKER_BASE_DIR": folder},
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                     for host, folder in folders.items()}
+        printers = [threading.Thread(target=_prefixed, args=(p.stdout, host), daemon=True)
+                    for host, p in processes.items()]
+        for printer in printers:
+            printer.start()
+        codes = [process.wait() for process in processes.values()]
+        for printer in printers:
+            printer.join(timeout=5)
+    return next((code for code in codes if code), 0)
+
+
+def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
+    """Lay out the job, feed Pipe-mode channels, run `train` on every host; (the first
+    host's folder, exit code)."""
     job_dir = os.path.abspath(job_dir or tempfile.mkdtemp(prefix="trainer-job-"))
-    lay_out_job(job_dir, channels, hyperparameters, input_mode, instance_type)
+    folders = job.lay_out(job_dir)
     feeders = []
-    if input_mode == "Pipe":
-        for name, paths in channels.items():
-            files = [f for path in paths for f in list_data_files(path)]
-            feeders.append(PipeFeeder(os.path.join(job_dir, "input", "data", name), files))
+    if job.input_mode == "Pipe":
+        for index, (host, folder) in enumerate(folders.items()):
+            for name in job.channels:
+                feeders.append(PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, index)))
     for feeder in feeders:
         feeder.start()
     try:
-        exit_code = subprocess.call([sys.executable, "-m", "trainer.entry"],
-                                    env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
+        if job.hosts == 1:
+            exit_code = subprocess.call(_train_command(), env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
+        else:
+            exit_code = _run_hosts(job, folders)
     finally:
         for feeder in feeders:
             feeder.stop()
         for feeder in feeders:
             feeder.join(timeout=5)
-    return job_dir, exit_code
+    return folders[job.host_names[0]], exit_code
 
 
 def main(args: argparse.Namespace) -> int:
-    channels: dict[str, list[str]] = {}
-    for name, path in args.channel:
-        if not os.path.exists(path):
-            print(f"trainer local: channel {name}: {path} does not exist", file=sys.stderr)
-            return 2
-        channels.setdefault(name, []).append(path)
+    job = LocalJob.from_args(args)
     job_dir = args.job_dir
     if not job_dir:
         job_dir = tempfile.mkdtemp(prefix="trainer-job-")
         print(f"job folder: {job_dir}", flush=True)
-    job_dir, exit_code = run(channels, dict(args.hp), args.input_mode, args.instance_type, job_dir)
-    print(summary(job_dir, exit_code), flush=True)
+    chief_dir, exit_code = run(job, job_dir)
+    print(summary(chief_dir, exit_code), flush=True)
     return exit_code

@@ -1,0 +1,88 @@
+"""`trainer plan` and `--check-input`: every record read exactly once, 2 hosts x 2 workers."""
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECT_ROOT
+from trainer.data.split import split
+
+pytestmark = pytest.mark.slow
+MPI_2 = ["--hp", "sagemaker_mpi_enabled=true", "--hp", "sagemaker_mpi_num_of_processes_per_host=2"]
+
+
+@pytest.fixture(scope="module")
+def quarters(aws_split, tmp_path_factory):
+    """The 8,000 training records in four files, and as two channels of two files."""
+    folder = tmp_path_factory.mktemp("quarters")
+    names = ["a", "b", "c", "d"]
+    for sub in ("all", "one", "two"):
+        (folder / sub).mkdir()
+    split(aws_split["training"], [2000] * 4, [str(folder / "all" / f"{n}.tfrecords") for n in names])
+    for index, name in enumerate(names):
+        target = folder / ("one" if index < 2 else "two") / f"{name}.tfrecords"
+        target.write_bytes((folder / "all" / f"{name}.tfrecords").read_bytes())
+    return folder
+
+
+def plan(*args):
+    done = subprocess.run([sys.executable, "-m", "trainer", "plan", *args], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("layout, sharded, sharding", [
+    ("shared", False, "shared channel, FullyReplicated: shard(world_size, rank)"),
+    ("shared", True, "shared channel, ShardedByS3Key: shard(processes_per_host, local_rank)"),
+    ("per-process", False, "one channel per process, FullyReplicated: shard(hosts, host_index)"),
+    ("per-process", True, "one channel per process and ShardedByS3Key: no sharding in code"),
+])
+def test_every_record_is_read_exactly_once(quarters, layout, sharded, sharding):
+    if layout == "shared":
+        channels = ["--channel", f"training={quarters / 'all'}"]
+        names = ["training"]
+    else:
+        channels = ["--channel", f"training-1={quarters / 'one'}", "--channel", f"training-2={quarters / 'two'}"]
+        names = ["training-1", "training-2"]
+    shard_options = [option for name in names for option in ("--sharded-channel", name)] if sharded else []
+    code, result = plan(*channels, "--hosts", "2", *MPI_2, *shard_options, "--check-input")
+    assert code == 0, result
+    assert result["plan"]["sharding"] == sharding
+    check = result["check_input"]
+    assert [r["records"] for r in check["ranks"]] == [2000, 2000, 2000, 2000]
+    assert len({r["fingerprint"] for r in check["ranks"]}) == 4  # four different quarters
+    assert check["read_by_ranks"] == {"records": 8000, "fingerprint": check["channel_set"]["fingerprint"]}
+    assert check["channel_set"]["records"] == 8000 and check["channel_set"]["files"] == 4
+    assert check["exactly_once"] is True
+
+
+def test_a_wrong_shard_is_caught(quarters, tmp_path):
+    """The check can fail: with every rank reading everything, records are read four times."""
+    from trainer import localjob
+    from trainer.checkinput import check_input
+    from trainer.contract.job import read_job
+    from trainer.planner import make_plan
+
+    local = localjob.LocalJob({"training": [str(quarters / "all")]},
+                              {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"},
+                              hosts=2)
+    folders = local.lay_out(str(tmp_path))
+    good = make_plan(read_job(folders["algo-1"]))
+    wrong = dataclasses.replace(good, processes=tuple(dataclasses.replace(p, shard=(1, 0)) for p in good.processes))
+    result = check_input(wrong, folders, None)
+    assert result["read_by_ranks"]["records"] == 4 * 8000 and result["exactly_once"] is False
+
+
+def test_plan_of_a_cluster_before_paying_for_it(quarters):
+    code, result = plan("--channel", f"training={quarters / 'all'}", "--hosts", "4", "--gpus", "8",
+                        "--instance-type", "ml.p3.16xlarge")
+    assert code == 0
+    assert result["plan"]["mode"] == "horovod" and result["plan"]["world_size"] == 32
+    assert result["plan"]["launch"]["kind"] == "sagemaker_mpi"
+
+
+def test_plan_states_an_impossible_job(aws_split):
+    code, result = plan("--channel", f"training={aws_split['training']}", "--input-mode", "Pipe", *MPI_2)
+    assert code == 1 and "each process needs its own channel" in result["error"]

@@ -1,0 +1,75 @@
+"""`trainer plan`: print the plan of a job as JSON, without training.
+
+    trainer plan                                  # the job in $SAGEMAKER_BASE_DIR (or /opt/ml)
+    trainer plan --job-dir /tmp/job               # a job folder
+    trainer plan --channel training=data/ --hosts 2 --hp sagemaker_mpi_enabled=true \\
+        --hp sagemaker_mpi_num_of_processes_per_host=2 --sharded-channel training --check-input
+
+With --channel options the job is laid out as `trainer local` would (in a temporary
+folder), so a cluster can be planned before paying for it; --gpus and --cpus say what its
+instances have. --check-input reads every rank's training input once (see
+trainer.checkinput).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+from trainer import localjob
+from trainer.contract.job import base_dir_from_env, read_job
+from trainer.errors import JobError
+from trainer.planner import make_plan
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job-dir", help="a job folder laid out like /opt/ml (default: $SAGEMAKER_BASE_DIR)")
+    localjob.add_job_arguments(parser)
+    parser.add_argument("--gpus", type=int, help="GPUs per instance (with --channel)")
+    parser.add_argument("--cpus", type=int, help="vCPUs per instance (with --channel)")
+    parser.add_argument("--check-input", action="store_true",
+                        help="read every rank's training input for one epoch and show it is read exactly once")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        result = plan_and_check(args)
+    except JobError as err:
+        print(json.dumps({"error": str(err)}, indent=2))
+        return 1
+    print(json.dumps(result, indent=2))
+    return 0 if result.get("check_input", {}).get("exactly_once", True) else 1
+
+
+def plan_and_check(args: argparse.Namespace) -> dict:
+    if not args.channel:
+        folder = os.path.abspath(args.job_dir or base_dir_from_env())
+        job = read_job(folder)
+        plan = make_plan(job)
+        result = {"plan": plan.to_dict()}
+        if args.check_input:
+            if plan.input_mode == "Pipe":
+                raise JobError("--check-input reads File-mode folders; for a Pipe-mode job give its "
+                               "channels with --channel (the FIFOs carry the same files)")
+            result["check_input"] = check(plan, {job.current_host: folder}, job)
+        return result
+    local = localjob.LocalJob.from_args(args)
+    for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus)):
+        if value is not None:
+            os.environ[name] = str(value)
+    with tempfile.TemporaryDirectory(prefix="trainer-plan-") as folder:
+        folders = local.lay_out(os.path.join(folder, "job"))
+        job = read_job(folders[local.host_names[0]])
+        plan = make_plan(job)
+        result = {"plan": plan.to_dict()}
+        if args.check_input:
+            readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
+            result["check_input"] = check(plan, readable, job)
+    return result
+
+
+def check(plan, folders, job) -> dict:
+    from trainer.checkinput import check_input
+
+    return check_input(plan, folders, job.hyperparameters.data_format)
