@@ -282,6 +282,9 @@ def make_plan(job: Job) -> Plan:
         raise JobError(f"distribution {mode} runs on one host; this job has {hosts}: use horovod, "
                        "parameter_server or multi_worker_mirrored, or one instance")
     channels = training_channels(job)
+    if mode == MULTI_WORKER_MIRRORED and channels[0].is_pipe:
+        raise JobError("multi_worker_mirrored needs File mode: its workers count their batches before "
+                       "training to run equal steps; for Pipe mode use horovod")
     if mode == PARAMETER_SERVER and channels[0].is_pipe:
         raise JobError("parameter_server reads its input on the workers through tf.data ops: Pipe mode "
                        "needs PipeModeDataset (the image has it); use File mode here")

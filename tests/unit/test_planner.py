@@ -129,6 +129,7 @@ def test_plan(name):
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
     (job(hosts=2, mode="Pipe"), "parameter_server reads its input on the workers"),
+    (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
     (job(hosts=2, hp={"processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
     (job(channels={"evaluation": "FullyReplicated"}), "training channel 'training' is missing"),
 ])

@@ -14,6 +14,7 @@ RUNTIMES = {
     planner.TOWER: "trainer.modes.tower:TowerRuntime",
     planner.MIRRORED: "trainer.modes.tower:MirroredRuntime",
     planner.HOROVOD: "trainer.modes.horovod:HorovodRuntime",
+    planner.MULTI_WORKER_MIRRORED: "trainer.modes.collective:MultiWorkerMirroredRuntime",
 }
 
 

@@ -7,8 +7,6 @@ import contextlib
 class Runtime:
     """One process, no distribution. Modes override only what they change."""
 
-    steps_per_epoch = None  # None: one pass over the dataset
-
     def __init__(self, plan, process, hyperparameters):
         self.plan = plan
         self.process = process
@@ -33,6 +31,10 @@ class Runtime:
     def callbacks(self) -> list:
         return []
 
+    def steps_per_epoch(self, dataset) -> int | None:
+        """Steps of an epoch over this process's `dataset`; None: one pass over it."""
+        return None
+
     def training_dataset(self, dataset):
         return dataset
 
@@ -46,6 +48,10 @@ class Runtime:
     @property
     def writes_outputs(self) -> bool:
         return self.process.writes_outputs
+
+    # Whether exporting the model is a collective operation every process must join (the
+    # others then export to a scratch folder that is thrown away).
+    export_is_collective = False
 
     @property
     def batch_size(self) -> int:

@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 
 
 class HorovodRuntime(Runtime):
-    steps_per_epoch = equal_steps.UNBOUNDED_STEPS
-
     def start(self) -> None:
         name = self.hp.horovod_module
         try:
@@ -53,6 +51,9 @@ class HorovodRuntime(Runtime):
 
     def callbacks(self) -> list:
         return [equal_steps.StopWhenARankIsDone()]
+
+    def steps_per_epoch(self, dataset) -> int:
+        return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has
 
     def training_dataset(self, dataset):
         return equal_steps.pad(dataset)

@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -250,8 +251,9 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
         started = time.perf_counter()
         with input_errors_explained(inputs.specs, hooks, hp):
-            loss = fit_one_epoch(model, runtime.training_dataset(inputs.train.dataset(pass_index)), epoch,
-                                 callbacks, runtime.steps_per_epoch, inputs.train_spec.name)
+            dataset = inputs.train.dataset(pass_index)
+            loss = fit_one_epoch(model, runtime.training_dataset(dataset), epoch, callbacks,
+                                 runtime.steps_per_epoch(dataset), inputs.train_spec.name)
         train_seconds += time.perf_counter() - started
         record = {"epoch": epoch + 1, "train_loss": loss}
         if inputs.eval_channel:
@@ -290,4 +292,7 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version)
         log.info("exported SavedModel to %s", metrics["export_dir"])
         write_metrics(job.output_data_dir, metrics)
+    elif runtime.export_is_collective:
+        with tempfile.TemporaryDirectory(prefix="trainer-export-") as scratch:
+            export_saved_model(model, scratch, hp.model_version)
     return metrics

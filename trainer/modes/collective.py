@@ -1,0 +1,64 @@
+"""Multi-worker mirrored: one process per host, variables mirrored, gradients all-reduced
+across hosts by tf.distribute.MultiWorkerMirroredStrategy (TF_CONFIG from the plan, with
+SageMaker's master named chief, P15).
+
+Each worker reads the shard the plan gives it (TensorFlow's own auto-sharding is not
+used: the plan already decided, P3) in batches per replica. Every worker runs the same
+number of steps (P5): the smallest shard's batch count, found by counting each worker's
+batches once and all-reducing the counts. (Horovod's per-step agreement cannot be used
+here: the strategy does not allow its gradient all-reduce inside a conditional.) Counting
+needs File mode; the planner refuses Pipe mode for this strategy.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.modes.base import Runtime
+
+
+class MultiWorkerMirroredRuntime(Runtime):
+    _common_steps = None
+    export_is_collective = True  # saving reads the mirrored variables through a collective
+
+    def start(self) -> None:
+        os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def steps_per_epoch(self, dataset) -> int:
+        if self._common_steps is None:
+            own = sum(1 for _ in dataset)  # this worker's batches (the input is the same every epoch)
+            counts = np.zeros(self.plan.world_size, np.int64)
+            counts[self.process.rank] = own
+            (everyone,) = self.all_reduce_sum([counts])
+            self._common_steps = int(everyone.min())
+        return self._common_steps
+
+    def sync_initial_state(self, model, optimizer) -> None:
+        # Only the chief restored a checkpoint (the others cannot see its disk): everyone
+        # takes the chief's values, summed with zeros from the rest.
+        variables = model.variables + optimizer.variables()
+        own = [v.numpy() if self.process.writes_outputs else np.zeros(v.shape, v.dtype.as_numpy_dtype)
+               for v in variables]
+        for variable, value in zip(variables, self.all_reduce_sum(own)):
+            variable.assign(value)
+
+    def training_dataset(self, dataset):
+        return self.strategy.distribute_datasets_from_function(lambda context: dataset)
+
+    def all_reduce_sum(self, values: list) -> list:
+        results = []
+        for value in values:
+            per_replica = self.strategy.run(lambda v=value: tf.identity(tf.constant(v)))
+            results.append(np.asarray(self.strategy.reduce("SUM", per_replica, axis=None)))
+        return results
+
+    def broadcast_from_chief(self, value):
+        (total,) = self.all_reduce_sum([np.int64(value if self.process.writes_outputs else 0)])
+        return int(total)
