@@ -54,13 +54,16 @@ class JobRun:
 
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-              timeout: float = JOB_TIMEOUT_SEC) -> JobRun:
-    """`trainer local` in a subprocess, as a user runs it; its output is captured."""
-    command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode]
+              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1) -> JobRun:
+    """`trainer local` in a subprocess, as a user runs it; its output is captured. With
+    several hosts, `job_dir` of the result is the first host's folder."""
+    command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
+               "--hosts", str(hosts)]
     for name, paths in channels.items():
         for path in paths if isinstance(paths, (list, tuple)) else [paths]:
             command += ["--channel", f"{name}={path}"]
     for key, value in (hyperparameters or {}).items():
         command += ["--hp", f"{key}={value}"]
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
-    return JobRun(str(job_dir), done.returncode, done.stdout + done.stderr)
+    folder = str(job_dir) if hosts == 1 else os.path.join(str(job_dir), "algo-1")
+    return JobRun(folder, done.returncode, done.stdout + done.stderr)

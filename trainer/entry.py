@@ -40,9 +40,12 @@ def train_main() -> int:
     exit_code = report_failures(output_dir, work)
     if exit_code == 0:
         write_success(output_dir)
-        metrics = outcome.get("metrics") or {}
-        log.info("done: eval_auc=%s train_samples_per_sec=%s model=%s", metrics.get("eval_auc"),
-                 metrics.get("train_samples_per_sec"), metrics.get("export_dir"))
+        metrics = outcome.get("metrics")
+        if metrics and metrics.get("export_dir"):
+            log.info("done: eval_auc=%s train_samples_per_sec=%s model=%s", metrics["eval_auc"],
+                     metrics["train_samples_per_sec"], metrics["export_dir"])
+        else:
+            log.info("done: this host's part of the job has ended")
     return exit_code
 
 

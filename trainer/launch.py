@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
+import time
 
 from trainer import worker
 from trainer.errors import JobError
@@ -30,6 +32,8 @@ def run(job) -> dict | None:
     if kind == "mpirun":
         run_mpirun(job, plan)
         return read_metrics(job)
+    if kind == "parameter_server":
+        return run_parameter_server(job, plan)
     raise JobError(f"launching {kind} ({plan.mode} on {len(plan.hosts)} hosts) is not available in this version")
 
 
@@ -53,3 +57,55 @@ def run_mpirun(job, plan) -> None:
     if os.path.exists(os.path.join(job.output_dir, "failure")):
         raise AlreadyReported(exit_code)  # the failing rank said why
     raise JobError(f"mpirun exited with code {exit_code} and no rank reported why")
+
+
+def run_parameter_server(job, plan) -> dict | None:
+    """Start this host's PS and worker tasks; on the first host also coordinate training.
+
+    Other hosts serve until the coordinator is gone (its port closes), then stop their
+    tasks, so no process outlives the job. A task that dies fails the host at once.
+    """
+    roles = [p.role for p in plan.on_host(job.current_host) if p.role in ("ps", "worker")]
+    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
+    tasks = [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env)
+             for role in roles]
+    try:
+        if plan.chief.host == job.current_host:
+            return worker.run_process(job, plan, plan.chief)
+        wait_for_coordinator(plan, tasks, job.hyperparameters.pipe_wait_sec)
+        return None
+    finally:
+        for task in tasks:
+            task.terminate()
+        for task in tasks:
+            try:
+                task.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                task.kill()
+
+
+def _port_open(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_coordinator(plan, tasks, startup_timeout_sec: float, poll_sec: float = 1.0) -> None:
+    address = plan.chief.tf_config["cluster"]["chief"][0]
+    deadline = time.monotonic() + startup_timeout_sec
+    seen = False
+    while True:
+        for task in tasks:
+            if task.poll() is not None:
+                raise JobError(f"a parameter-server task on this host exited with code {task.returncode}")
+        up = _port_open(address)
+        if seen and not up:
+            log.info("the coordinator at %s is done; stopping this host's tasks", address)
+            return
+        if not seen and not up and time.monotonic() > deadline:
+            raise JobError(f"the coordinator at {address} did not start within {startup_timeout_sec:.0f} s")
+        seen = seen or up
+        time.sleep(poll_sec)

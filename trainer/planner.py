@@ -319,8 +319,11 @@ def make_plan(job: Job) -> Plan:
                                      eval_shard=None, gpu=None,
                                      tf_config={"cluster": ps_cluster_spec, "task": {"type": "ps", "index": host_index}}))
     if mode == PARAMETER_SERVER:
-        processes.insert(0, Process(host=job.hosts[0], role="chief", rank=None, local_rank=0, channels=(),
-                                    shard=(1, 0), eval_shard=_eval_shard(job, mode, 0, 0, 1), gpu=None,
+        # The coordinator reads no training batches; it sees the whole training set (to
+        # count an epoch's steps) and evaluates alone (P28).
+        processes.insert(0, Process(host=job.hosts[0], role="chief", rank=None, local_rank=0,
+                                    channels=tuple(c.name for c in channels), shard=(1, 0),
+                                    eval_shard=_eval_shard(job, mode, 0, 0, 1), gpu=None,
                                     tf_config={"cluster": ps_cluster_spec, "task": {"type": "chief", "index": 0}}))
 
     synchronous = world * replicas if mode in SYNCHRONOUS_MODES else 1

@@ -36,14 +36,37 @@ def rank_from_launcher() -> int:
     raise RuntimeError("trainer.worker was started without a rank (run it through mpirun)")
 
 
-def main() -> int:
+def serve_task(job, plan, role: str) -> None:
+    """Run this host's parameter-server task (`ps` or `worker`) until stopped."""
+    process = next(p for p in plan.on_host(job.current_host) if p.role == role)
+    # The host's PS, worker and (on the first host) coordinator share its CPUs.
+    settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, 1)
+    cpu.apply_environment(settings)
+    from trainer.modes.parameter_server import serve
+
+    cpu.apply_tensorflow_threads(settings)
+    log.info("serving %s task %d of the parameter-server cluster", role, process.tf_config["task"]["index"])
+    serve(process)
+
+
+def main(argv: list[str] | None = None) -> int:
     from trainer.entry import setup_logging
 
+    argv = sys.argv[1:] if argv is None else argv
     setup_logging()
+    base_dir = base_dir_from_env()
+    if argv[:1] == ["--serve"]:  # a parameter-server task, started by the launcher
+        role = argv[1]
+
+        def work():
+            job = read_job(base_dir)
+            serve_task(job, make_plan(job), role)
+
+        return report_failures(output_dir_of(base_dir), work, who=f"{role} task on {os.uname().nodename}")
+
     rank = rank_from_launcher()
     if rank:  # only the chief's log carries progress lines; the others warn and fail loudly
         logging.getLogger().setLevel(logging.WARNING)
-    base_dir = base_dir_from_env()
 
     def work():
         job = read_job(base_dir)

@@ -49,7 +49,7 @@ CASES = {
         ("horovod", 8, 8, 1, 2048, 8.0, "mpirun"), None),
     "2 CPU hosts: parameter servers": (
         job(hosts=2), ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"),
-        [("1", "chief", None, 0, (), (1, 0), (1, 0), None),
+        [("1", "chief", None, 0, (T,), (1, 0), (1, 0), None),
          ("1", "worker", 0, 0, (T,), (2, 0), None, None), ("1", "ps", None, 0, (), (1, 0), None, None),
          ("2", "worker", 1, 0, (T,), (2, 1), None, None), ("2", "ps", None, 0, (), (1, 0), None, None)]),
     "2 hosts, SDK parameter_server": (

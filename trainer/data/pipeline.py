@@ -67,6 +67,9 @@ class InputSpec:
     files: tuple[str, ...] = ()  # File mode
     shard_count: int = 1
     shard_index: int = 0
+    # List the channel folders where the dataset runs, not here: a parameter-server
+    # worker on another host may hold other files (ShardedByS3Key) than the coordinator.
+    list_at_runtime: bool = False
 
     @staticmethod
     def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0)) -> "InputSpec":
@@ -103,11 +106,16 @@ def _file_records(spec: InputSpec):
         lines = tf.data.TextLineDataset(path)
         return lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
 
-    files = tf.data.Dataset.from_tensor_slices(list(spec.files))
+    if spec.list_at_runtime:  # the folders' top-level files, sorted
+        files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
+        cycle_length = MAX_PARALLEL_FILE_READS
+    else:
+        files = tf.data.Dataset.from_tensor_slices(list(spec.files))
+        cycle_length = min(len(spec.files), MAX_PARALLEL_FILE_READS)
     # Deterministic so that every process sees the same order and the record-level shard
     # below gives each record to exactly one process.
-    return files.interleave(read, cycle_length=min(len(spec.files), MAX_PARALLEL_FILE_READS),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return files.interleave(read, cycle_length=cycle_length, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True)
 
 
 def _pipe_records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):

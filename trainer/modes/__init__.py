@@ -15,6 +15,7 @@ RUNTIMES = {
     planner.MIRRORED: "trainer.modes.tower:MirroredRuntime",
     planner.HOROVOD: "trainer.modes.horovod:HorovodRuntime",
     planner.MULTI_WORKER_MIRRORED: "trainer.modes.collective:MultiWorkerMirroredRuntime",
+    planner.PARAMETER_SERVER: "trainer.modes.parameter_server:ParameterServerRuntime",
 }
 
 

@@ -7,6 +7,10 @@ import contextlib
 class Runtime:
     """One process, no distribution. Modes override only what they change."""
 
+    # Process -> that process's training EpochInput; set by the training run for runtimes
+    # that build other processes' input (the parameter-server coordinator does).
+    input_for = None
+
     def __init__(self, plan, process, hyperparameters):
         self.plan = plan
         self.process = process
@@ -48,6 +52,9 @@ class Runtime:
     @property
     def writes_outputs(self) -> bool:
         return self.process.writes_outputs
+
+    # Whether Keras may call callbacks every batch (not with parameter servers).
+    batch_callbacks = True
 
     # Whether exporting the model is a collective operation every process must join (the
     # others then export to a scratch folder that is thrown away).

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -76,12 +77,45 @@ class Throughput(tf.keras.callbacks.Callback):
             if logs is not None and self.logs_lines:
                 rate = self.window_steps * self.samples_per_step / seconds
                 log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
-                         self.step, self.epoch, logs.get("loss", float("nan")), rate)
+                         self.step, self.epoch, _number(logs.get("loss")), rate)
         self.window_start, self.window_steps = now, 0
 
     @property
     def samples_per_sec(self) -> float:
         return self.timed_steps * self.samples_per_step / self.timed_seconds if self.timed_seconds else 0.0
+
+
+class EpochThroughput(tf.keras.callbacks.Callback):
+    """The job's samples per second over whole epochs, for modes that allow no batch-level
+    callbacks (parameter servers): epoch time, tracing included."""
+
+    def __init__(self, batch_size: int):
+        super().__init__()
+        self.batch_size = batch_size
+        self.timed_steps = 0
+        self.timed_seconds = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.perf_counter()
+        self.first_step = int(self.model.optimizer.iterations.numpy())
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.timed_steps += int(self.model.optimizer.iterations.numpy()) - self.first_step
+        self.timed_seconds += time.perf_counter() - self.started
+
+    @property
+    def samples_per_sec(self) -> float:
+        return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
+
+
+def _number(value) -> float:
+    """A log value as a float (parameter-server training reports remote values)."""
+    if hasattr(value, "fetch"):
+        value = value.fetch()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 class Evaluator:
@@ -177,13 +211,21 @@ class Inputs:
         return [spec for spec in (self.train_spec, self.eval_spec) if spec]
 
     @staticmethod
+    def training(job: Job, plan, process, hooks, batch_size: int, list_at_runtime: bool = False) -> EpochInput:
+        """The training input of `process` (this one, or a parameter-server worker)."""
+        hp = job.hyperparameters
+        spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard)
+        if list_at_runtime:
+            spec = dataclasses.replace(spec, files=(), list_at_runtime=True)
+        return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
+                          hp.seed + (process.rank or 0),
+                          should_cache(hp.cache_input, spec, plan.processes_per_host), hp.pipe_wait_sec)
+
+    @staticmethod
     def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
         hp = job.hyperparameters
-        train_spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format,
-                                            process.shard)
-        train = EpochInput(train_spec, hooks.parse_fn(train_spec.data_format), batch_size,
-                           hp.shuffle_buffer, hp.seed + (process.rank or 0),
-                           should_cache(hp.cache_input, train_spec, plan.processes_per_host), hp.pipe_wait_sec)
+        train = Inputs.training(job, plan, process, hooks, batch_size)
+        train_spec = train.spec
         eval_channel = eval_channel_name(job)
         if eval_channel is None or process.eval_shard is None:
             return Inputs(train_spec, train, eval_channel, None, None)
@@ -214,6 +256,9 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     runtime.start()  # before TensorFlow runs anything: devices and collectives
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     inputs = Inputs.for_process(job, plan, process, hooks, runtime.batch_size)
+    # Parameter-server workers build their input where they run, from their own plan entry.
+    runtime.input_for = lambda worker: Inputs.training(job, plan, worker, hooks, runtime.batch_size,
+                                                       list_at_runtime=True)
     log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, hooks.source,
              inputs.describe())
 
@@ -234,7 +279,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     runtime.sync_initial_state(model, optimizer)
     runtime.prepare(model, optimizer)
 
-    throughput = Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
+    throughput = (Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
+                  if runtime.batch_callbacks else EpochThroughput(runtime.batch_size))
     callbacks = [throughput] + runtime.callbacks()
     evaluator = Evaluator(model, runtime.all_reduce_sum)
 

@@ -1,0 +1,47 @@
+"""Several hosts on this machine (a network namespace each, SageMaker's host names and
+ports): parameter servers and multi-worker mirrored, through `train` on every host."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import run_local
+from test_train_local import check_saved_model
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                       reason="simulated hosts need network namespaces: root and iproute2"),
+]
+CLUSTER_TIMEOUT_SEC = 400  # a hang guard
+
+
+def no_task_left():
+    done = subprocess.run(["pgrep", "-f", "trainer.worker --serve"], capture_output=True, text=True)
+    return done.stdout.strip() == ""
+
+
+def test_parameter_servers_on_two_hosts(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, {"sagemaker_parameter_server_enabled": "true"}, hosts=2,
+                    timeout=CLUSTER_TIMEOUT_SEC)
+    assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    metrics = run.metrics
+    assert metrics["distribution"] == "parameter_server" and metrics["steps"] == 3 * 32
+    assert metrics["eval_auc"] >= 0.68, metrics
+    assert "embedding/table partitioned over 2 parameter servers" in run.log  # P13
+    assert "[algo-2]" in run.log and "the coordinator at algo-1:2222 is done" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert os.listdir(os.path.join(run.job_dir, "checkpoints"))  # the chief's (P26)
+    assert no_task_left()  # every PS and worker task ended with the job
+
+
+def test_multi_worker_mirrored_on_two_hosts(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"},
+                    hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
+    assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    metrics = run.metrics
+    assert metrics["distribution"] == "multi_worker_mirrored" and metrics["world_size"] == 2
+    assert metrics["steps"] == 3 * 16 and metrics["eval_auc"] >= 0.68, metrics
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert not os.path.exists(os.path.join(os.path.dirname(run.job_dir), "algo-2", "model", "1"))
