@@ -19,10 +19,11 @@ log = logging.getLogger("trainer")
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # TensorFlow's C++ INFO lines (oneDNN notices) and the toolkit's GPU/Neuron probes are
-    # noise in a job log.
+    # TensorFlow's INFO lines (oneDNN notices, per-step collective and closure chatter) and
+    # the toolkit's GPU/Neuron probes are noise in a job log.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    logging.getLogger("sagemaker-training-toolkit").setLevel(logging.WARNING)
+    for name in ("sagemaker-training-toolkit", "tensorflow"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def train_main() -> int:

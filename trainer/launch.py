@@ -34,6 +34,9 @@ def run(job) -> dict | None:
         return read_metrics(job)
     if kind == "parameter_server":
         return run_parameter_server(job, plan)
+    if kind == "sagemaker_mpi":
+        run_sagemaker_mpi(job, plan)
+        return read_metrics(job)
     raise JobError(f"launching {kind} ({plan.mode} on {len(plan.hosts)} hosts) is not available in this version")
 
 
@@ -57,6 +60,29 @@ def run_mpirun(job, plan) -> None:
     if os.path.exists(os.path.join(job.output_dir, "failure")):
         raise AlreadyReported(exit_code)  # the failing rank said why
     raise JobError(f"mpirun exited with code {exit_code} and no rank reported why")
+
+
+def run_sagemaker_mpi(job, plan) -> None:
+    """Horovod across hosts through the SageMaker training toolkit's MPI runner: the first
+    host waits for every host's sshd and runs mpirun; the others serve sshd until its
+    ranks are done. For inside the image only (it preloads a gethostname library that
+    reads /opt/ml's resourceconfig.json). The toolkit sets its own binding (none) and
+    container options; ours (Horovod's knobs, the user's options) are added to them.
+    """
+    from sagemaker_training import mpi
+
+    per_host = plan.processes_per_host
+    entry = os.path.join(os.path.dirname(worker.__file__), "worker.py")
+    env = {**plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
+    master = plan.hosts[0]
+    if job.current_host != master:
+        mpi.WorkerRunner(entry, [], env, per_host, master, job.current_host).run(wait=True)
+        return
+    options = " ".join(filter(None, [
+        str(job.framework_params.get("sagemaker_mpi_custom_mpi_options", "") or ""),
+        job.hyperparameters.mpi_options]))
+    mpi.MasterRunner(entry, [], env, per_host, master, list(plan.hosts), options, job.network_interface,
+                     instance_type=job.instance_type).run(wait=True)
 
 
 def run_parameter_server(job, plan) -> dict | None:

@@ -14,6 +14,7 @@ import os
 
 BENCHMARKS = {
     "optimizers": "trainer.bench.optimizers",
+    "modes": "trainer.bench.modes",
 }
 
 

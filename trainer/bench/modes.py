@@ -1,0 +1,71 @@
+"""Samples per second of every distribution mode on the same data and model, in one run.
+
+Each mode trains the default DeepFM through `trainer local` (the same `train` as a job):
+single, tower and mirrored (2 replicas), horovod (1 host x 2 processes), parameter_server
+and multi_worker_mirrored (2 simulated hosts, in network namespaces). The figure is the
+job's training samples/sec from its metrics.json (the first step of each epoch, graph
+tracing, excluded where the mode allows batch callbacks). On a 2-core machine the
+multi-process modes share the same two cores: compare them with that in mind.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+from trainer import localjob
+from trainer.data import datagen
+
+MODES = {
+    "single": ({"distribution": "single"}, 1),
+    "tower": ({"distribution": "tower", "replicas": "2"}, 1),
+    "mirrored": ({"distribution": "mirrored", "replicas": "2"}, 1),
+    "horovod": ({"distribution": "horovod", "processes_per_host": "2"}, 1),
+    "parameter_server": ({"distribution": "parameter_server"}, 2),
+    "multi_worker_mirrored": ({"distribution": "multi_worker_mirrored"}, 2),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--train-rows", type=int, default=200_000)
+    parser.add_argument("--eval-rows", type=int, default=20_000)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=256)
+
+
+def run(args: argparse.Namespace) -> dict:
+    import json
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="trainer-bench-modes-") as folder:
+        data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4)
+        channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
+        for mode in args.modes.split(","):
+            hyperparameters, hosts = MODES[mode]
+            job = localjob.LocalJob(channels, {**hyperparameters, "num_epochs": str(args.epochs),
+                                               "batch_size": str(args.batch_size)}, hosts=hosts)
+            chief_dir, exit_code = localjob.run(job, os.path.join(folder, mode))
+            row = {"mode": mode, "hosts": hosts, "exit_code": exit_code}
+            metrics_path = os.path.join(chief_dir, "output", "data", "metrics.json")
+            if exit_code == 0 and os.path.exists(metrics_path):
+                with open(metrics_path) as f:
+                    metrics = json.load(f)
+                row.update({key: metrics[key] for key in (
+                    "train_samples_per_sec", "eval_auc", "steps", "world_size", "global_batch_size",
+                    "train_seconds")})
+            rows.append(row)
+    return {"benchmark": "modes", "train_rows": args.train_rows, "epochs": args.epochs,
+            "batch_size": args.batch_size, "cpus": os.cpu_count(), "rows": rows}
+
+
+def table(result: dict) -> str:
+    lines = ["mode | hosts | processes | global batch | samples/s | eval AUC | steps",
+             "--- | --- | --- | --- | --- | --- | ---"]
+    for row in result["rows"]:
+        if "train_samples_per_sec" not in row:
+            lines.append(f"{row['mode']} | {row['hosts']} | failed (exit {row['exit_code']}) | | | |")
+            continue
+        lines.append(f"{row['mode']} | {row['hosts']} | {row['world_size']} | {row['global_batch_size']} | "
+                     f"{row['train_samples_per_sec']:.0f} | {row['eval_auc']:.4f} | {row['steps']}")
+    return "\n".join(lines)
