@@ -18,6 +18,9 @@ from trainer.planner import make_plan
 from trainer.report import AlreadyReported
 
 log = logging.getLogger("trainer")
+# How long the other hosts wait for the first host's coordinator to come up (it imports
+# TensorFlow and connects to every task first).
+COORDINATOR_STARTUP_SEC = 600
 
 
 def run(job) -> dict | None:
@@ -98,7 +101,7 @@ def run_parameter_server(job, plan) -> dict | None:
     try:
         if plan.chief.host == job.current_host:
             return worker.run_process(job, plan, plan.chief)
-        wait_for_coordinator(plan, tasks, job.hyperparameters.pipe_wait_sec)
+        wait_for_coordinator(plan, tasks, COORDINATOR_STARTUP_SEC)
         return None
     finally:
         for task in tasks:

@@ -182,6 +182,13 @@ def _sharding(job: Job, channels: list, per_host: int):
     return shard, multi_path, description
 
 
+def _channels_of(channels, local_rank: int, per_host: int) -> tuple[str, ...]:
+    """A process's training channels: its own (every per_host-th, from its local rank) when
+    there are enough for each process of the host, else all of them (shared, File mode)."""
+    own = channels[local_rank::per_host] if len(channels) >= per_host else channels
+    return tuple(c.name for c in own)
+
+
 def _eval_shard(job: Job, mode: str, host_index: int, local_rank: int, per_host: int):
     """Evaluation data of one process: sharded when the metric is aggregated after (P4, P6)."""
     name = eval_channel_name(job)
@@ -308,8 +315,7 @@ def make_plan(job: Job) -> Plan:
                 tf_config = {"cluster": ps_cluster_spec, "task": {"type": "worker", "index": host_index}}
             processes.append(Process(
                 host=host, role=role, rank=rank, local_rank=local_rank,
-                channels=tuple(c.name for c in channels[local_rank::per_host]) if len(channels) >= per_host
-                else tuple(c.name for c in channels),
+                channels=_channels_of(channels, local_rank, per_host),
                 shard=shard(host_index, local_rank),
                 eval_shard=None if mode == PARAMETER_SERVER else _eval_shard(job, mode, host_index, local_rank, per_host),
                 gpu=local_rank if job.num_gpus else None,

@@ -86,3 +86,15 @@ def test_plan_of_a_cluster_before_paying_for_it(quarters):
 def test_plan_states_an_impossible_job(aws_split):
     code, result = plan("--channel", f"training={aws_split['training']}", "--input-mode", "Pipe", *MPI_2)
     assert code == 1 and "each process needs its own channel" in result["error"]
+
+
+def test_plan_of_an_existing_job_folder(quarters, tmp_path):
+    from trainer import localjob
+
+    local = localjob.LocalJob({"training": [str(quarters / "all")]}, {"distribution": "tower", "replicas": "3"})
+    folder = local.lay_out(str(tmp_path))["algo-1"]
+    code, result = plan("--job-dir", folder, "--check-input")
+    assert code == 0, result
+    assert result["plan"]["mode"] == "tower" and result["plan"]["replicas_per_process"] == 3
+    assert result["plan"]["reason"] == "distribution=tower (hyperparameter)"
+    assert result["check_input"]["exactly_once"] and result["check_input"]["read_by_ranks"]["records"] == 8000

@@ -10,6 +10,7 @@ multi-process modes share the same two cores: compare them with that in mind.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 
@@ -35,8 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    import json
-
     rows = []
     with tempfile.TemporaryDirectory(prefix="trainer-bench-modes-") as folder:
         data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4)

@@ -37,11 +37,11 @@ class Throughput(tf.keras.callbacks.Callback):
     full one.
     """
 
-    def __init__(self, batch_size: int, log_steps: int, processes: int = 1, logs_lines: bool = True):
+    def __init__(self, batch_size: int, log_steps: int, processes: int = 1, prints: bool = True):
         super().__init__()
         self.samples_per_step = batch_size * processes
         self.log_steps = log_steps
-        self.logs_lines = logs_lines
+        self.prints = prints  # only the chief prints progress lines
         self.timed_steps = 0
         self.timed_seconds = 0.0
 
@@ -74,7 +74,7 @@ class Throughput(tf.keras.callbacks.Callback):
         if self.window_steps and seconds > 0:
             self.timed_steps += self.window_steps
             self.timed_seconds += seconds
-            if logs is not None and self.logs_lines:
+            if logs is not None and self.prints:
                 rate = self.window_steps * self.samples_per_step / seconds
                 log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
                          self.step, self.epoch, _number(logs.get("loss")), rate)
