@@ -195,3 +195,10 @@ def test_plan_is_json():
 
     data = json.loads(json.dumps(make_plan(job(hosts=2)).to_dict()))
     assert data["mode"] == "parameter_server" and len(data["processes"]) == 5
+
+
+def test_every_mode_has_a_runtime():
+    from trainer.contract.hyperparameters import DISTRIBUTIONS
+    from trainer.modes import RUNTIMES
+
+    assert set(RUNTIMES) == set(DISTRIBUTIONS) - {"auto"}

@@ -20,9 +20,5 @@ RUNTIMES = {
 
 
 def runtime_for(plan, process, hyperparameters):
-    if plan.mode not in RUNTIMES:
-        from trainer.errors import JobError
-
-        raise JobError(f"distribution {plan.mode} is not available in this version")
     module_name, class_name = RUNTIMES[plan.mode].split(":")
     return getattr(importlib.import_module(module_name), class_name)(plan, process, hyperparameters)
