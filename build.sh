@@ -7,6 +7,8 @@
 #   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS)
+#   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
+#   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
 # hash of the pin files and the Python version, so every clone with the same pins reuses
@@ -99,6 +101,37 @@ run_in_env() {
   exec "$@"
 }
 
+IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
+
+engine() { "$ROOT/docker/engine.sh" name; }
+
+base_image() {
+  "$ROOT/docker/engine.sh" setup
+  local eng
+  eng="$(engine)"
+  if "$eng" image inspect docker.io/library/ubuntu:22.04 >/dev/null 2>&1; then
+    return 0
+  fi
+  timeout 60 "$eng" pull -q docker.io/library/ubuntu:22.04 >/dev/null 2>&1 && return 0
+  log "no registry answers: making ubuntu:22.04 with debootstrap"
+  "$ROOT/docker/base.sh" "$eng"
+}
+
+image() {
+  local flavour="${1:-cpu}" file tag started eng
+  case "$flavour" in
+    cpu) file="$ROOT/docker/Dockerfile" ;;
+    gpu) file="$ROOT/docker/Dockerfile.gpu" ;;
+    *) log "image: cpu or gpu, not $flavour"; exit 2 ;;
+  esac
+  base_image
+  eng="$(engine)"
+  tag="localhost/$IMAGE_NAME:$flavour"
+  started=$(date +%s)
+  "$eng" build --format docker -f "$file" -t "$tag" "$ROOT"
+  log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
+}
+
 cmd="${1:-help}"
 shift || true
 case "$cmd" in
@@ -108,6 +141,8 @@ case "$cmd" in
   test) setup; run_in_env python -m pytest "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
   bench) setup; run_in_env trainer bench "$@" ;;
-  help|-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  base) base_image ;;
+  image) image "$@" ;;
+  help|-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
