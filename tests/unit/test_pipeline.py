@@ -85,3 +85,24 @@ def test_cache_decision(tmp_path):
     pipe = InputSpec((channel(tmp_path / "x", mode="Pipe"),), "tfrecord")
     assert should_cache("auto", spec) and should_cache("true", spec) and not should_cache("false", spec)
     assert not should_cache("auto", pipe) and not should_cache("true", pipe)
+
+
+def test_pipe_reader_choice():
+    from trainer.data.pipeline import pipe_reader
+
+    try:
+        import sagemaker_tensorflow  # noqa: F401
+        expected = "pipemodedataset"
+    except ImportError:
+        expected = "project"
+    assert pipe_reader("auto") == expected
+    assert pipe_reader("project") == "project" and pipe_reader("pipemodedataset") == "pipemodedataset"
+
+
+def test_one_process_reads_several_channels(tmp_path):
+    total_a = make_files(tmp_path / "a", 1, 30)
+    make_files(tmp_path / "b", 1, 20)
+    channels = [channel(tmp_path / "a"), Channel("training-2", "File", "FullyReplicated", "", str(tmp_path / "b"))]
+    spec = InputSpec.for_channels(channels, None)
+    assert spec.name == "training, training-2" and len(spec.files) == 2
+    assert sum(1 for _ in records(spec, 0, 1)) == total_a + 20

@@ -225,6 +225,9 @@ SPECS: tuple[Spec, ...] = (
          group="input", choices=("auto", "true", "false")),
     Spec("pipe_wait_sec", "float", 600.0, "How long to wait for a Pipe-mode FIFO to appear before "
          "the job fails.", group="input", minimum=1.0),
+    Spec("pipe_reader", "str", "auto", "Reader of Pipe-mode FIFOs; auto: AWS's PipeModeDataset where "
+         "sagemaker-tensorflow is installed (the image), else the project's own.",
+         group="input", choices=("auto", "pipemodedataset", "project")),
     Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
          "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
     # Distribution: decided by the planner from the job; these override its choices

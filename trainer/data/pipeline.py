@@ -118,20 +118,53 @@ def _file_records(spec: InputSpec):
                             deterministic=True)
 
 
-def _pipe_records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
+def pipe_reader(requested: str = "auto") -> str:
+    """pipemodedataset (AWS's, where sagemaker-tensorflow is installed) or project."""
+    if requested != "auto":
+        return requested
+    try:
+        import sagemaker_tensorflow  # noqa: F401  (Python 3.9/3.10 only: the image has it)
+    except ImportError:
+        return "project"
+    return "pipemodedataset"
+
+
+_PIPE_STATE_DIR = None
+
+
+def _pipe_mode_dataset(channel: Channel, data_format: str):
+    """AWS's reader. It counts epochs itself (one FIFO per iterator, from 0 in a fresh state
+    folder), as the project's passes do; its state lives in a folder of this process."""
+    import tempfile
+
+    from sagemaker_tensorflow import PipeModeDataset
+
+    global _PIPE_STATE_DIR
+    if _PIPE_STATE_DIR is None:
+        _PIPE_STATE_DIR = tempfile.mkdtemp(prefix="pipe-state-")
+    data_dir = os.path.dirname(channel.path)
+    return PipeModeDataset(channel.name, record_format="TFRecord" if data_format == "tfrecord" else "TextLine",
+                           state_dir=_PIPE_STATE_DIR, pipe_dir=data_dir,
+                           config_dir=os.path.join(os.path.dirname(data_dir), "config"))
+
+
+def _pipe_records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
     dataset = None
     for channel in spec.channels:
         path = channel.fifo_path(pipe_epoch)
-        wait_for_fifo(path, pipe_wait_sec)
-        stream = fifo_dataset(path, spec.data_format)
+        wait_for_fifo(path, pipe_wait_sec)  # AWS's reader would wait for ever
+        if reader == "pipemodedataset":
+            stream = _pipe_mode_dataset(channel, spec.data_format)
+        else:
+            stream = fifo_dataset(path, spec.data_format)
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 
 
-def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float):
+def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
     """The serialized records this process reads in one epoch (sharded, not yet batched)."""
     if spec.is_pipe:
-        dataset = _pipe_records(spec, pipe_epoch, pipe_wait_sec)
+        dataset = _pipe_records(spec, pipe_epoch, pipe_wait_sec, reader)
     else:
         dataset = _file_records(spec)
     if spec.shard_count > 1:
@@ -152,7 +185,8 @@ class EpochInput:
     """The batched, parsed dataset of each epoch for one channel."""
 
     def __init__(self, spec: InputSpec, parse_fn, batch_size: int, shuffle_buffer: int = 0,
-                 seed: int | None = None, cache: bool = False, pipe_wait_sec: float = 600.0):
+                 seed: int | None = None, cache: bool = False, pipe_wait_sec: float = 600.0,
+                 reader: str = "project"):
         self.spec = spec
         self.parse_fn = parse_fn
         self.batch_size = batch_size
@@ -160,6 +194,7 @@ class EpochInput:
         self.seed = seed
         self.cache = cache
         self.pipe_wait_sec = pipe_wait_sec
+        self.reader = reader
         self._file_dataset = None
 
     def dataset(self, pipe_epoch: int):
@@ -170,7 +205,7 @@ class EpochInput:
             return self._file_dataset
         # A new dataset per pass: vary the seed, or every epoch would get the same order.
         seed = None if self.seed is None else self.seed + pipe_epoch
-        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec), seed)
+        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec, self.reader), seed)
 
     def _build(self, dataset, seed):
         import tensorflow as tf

@@ -16,7 +16,7 @@ from trainer import hooks as user_hooks
 from trainer.contract.channels import eval_channel_name
 from trainer.contract.job import Job
 from trainer.data import diagnose
-from trainer.data.pipeline import EpochInput, InputSpec, should_cache
+from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
 from trainer.errors import JobError
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.report import write_metrics
@@ -219,7 +219,8 @@ class Inputs:
             spec = dataclasses.replace(spec, files=(), list_at_runtime=True)
         return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
                           hp.seed + (process.rank or 0),
-                          should_cache(hp.cache_input, spec, plan.processes_per_host), hp.pipe_wait_sec)
+                          should_cache(hp.cache_input, spec, plan.processes_per_host), hp.pipe_wait_sec,
+                          pipe_reader(hp.pipe_reader))
 
     @staticmethod
     def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
@@ -232,11 +233,14 @@ class Inputs:
         eval_spec = InputSpec.for_channels([job.channels[eval_channel]], hp.data_format, process.eval_shard)
         evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), batch_size,
                                 cache=should_cache(hp.cache_input, eval_spec, plan.processes_per_host),
-                                pipe_wait_sec=hp.pipe_wait_sec)
+                                pipe_wait_sec=hp.pipe_wait_sec, reader=pipe_reader(hp.pipe_reader))
         return Inputs(train_spec, train, eval_channel, eval_spec, evaluation)
 
     def describe(self) -> str:
-        text = (f"training channel(s) '{self.train_spec.name}' ({self.train_spec.channels[0].input_mode}, "
+        mode = self.train_spec.channels[0].input_mode
+        if self.train_spec.is_pipe:
+            mode += f" read by {self.train.reader}"
+        text = (f"training channel(s) '{self.train_spec.name}' ({mode}, "
                 f"{self.train_spec.data_format}, shard {self.train_spec.shard_count}/{self.train_spec.shard_index}, "
                 f"cache={self.train.cache})")
         return text + (f"; evaluation channel '{self.eval_channel}'" if self.eval_channel
