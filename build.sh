@@ -9,6 +9,7 @@
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS)
 #   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
+#   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
 # hash of the pin files and the Python version, so every clone with the same pins reuses
@@ -132,6 +133,17 @@ image() {
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
 }
 
+# The image's lock (its Python differs from this machine's): what a build resolved, frozen.
+image_lock() {
+  local eng tag="localhost/$IMAGE_NAME:cpu"
+  eng="$(engine)"
+  { sed -n '1,2p' "$ROOT/docker/constraints-py310.txt"
+    "$eng" run --rm --entrypoint python3 "$tag" -m pip freeze --all --exclude-editable | grep -v ' @ file://'
+  } > "$ROOT/docker/constraints-py310.txt.new"
+  mv "$ROOT/docker/constraints-py310.txt.new" "$ROOT/docker/constraints-py310.txt"
+  log "wrote docker/constraints-py310.txt from $tag"
+}
+
 cmd="${1:-help}"
 shift || true
 case "$cmd" in
@@ -143,6 +155,7 @@ case "$cmd" in
   bench) setup; run_in_env trainer bench "$@" ;;
   base) base_image ;;
   image) image "$@" ;;
-  help|-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  image-lock) image_lock ;;
+  help|-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

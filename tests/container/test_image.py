@@ -1,0 +1,75 @@
+"""The CPU image runs real jobs: `train` in a container with the job folder mounted at
+/opt/ml (as SageMaker does), File mode, and Pipe mode with 2 Horovod processes reading 2
+channels through AWS's PipeModeDataset and through the project's own reader."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import PROJECT_ROOT
+from trainer.data.split import split
+from trainer.localjob import LocalJob, PipeFeeder
+
+pytestmark = [pytest.mark.slow, pytest.mark.container]
+IMAGE = "localhost/sagemaker-tf-trainer:cpu"
+RUN_TIMEOUT_SEC = 600  # a hang guard
+
+
+@pytest.fixture(scope="session")
+def image():
+    """Build the CPU image (layers are cached: seconds when nothing changed)."""
+    done = subprocess.run(["./build.sh", "image", "cpu"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    engine = subprocess.run(["docker/engine.sh", "name"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    return engine.stdout.strip()
+
+
+def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC):
+    """`docker run <image> train` with the job folder as /opt/ml and no network."""
+    mounts = ["-v", f"{job_dir}:/opt/ml"]
+    for folder in data_dirs:  # the job's channel links point here
+        mounts += ["-v", f"{folder}:{folder}:ro"]
+    command = [engine, "run", "--rm", "--network", "none", "--shm-size", "1g", *mounts, IMAGE, "train"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def metrics_of(job_dir):
+    with open(os.path.join(job_dir, "output", "data", "metrics.json")) as f:
+        return json.load(f)
+
+
+def test_file_mode_job(image, aws_split, tmp_path):
+    job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
+                   {"num_epochs": "2"})
+    folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
+    done = run_in_container(image, folder, [os.path.dirname(aws_split["training"])])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert os.path.exists(os.path.join(folder, "output", "success"))
+    assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
+    assert metrics_of(folder)["eval_auc"] > 0.65
+
+
+@pytest.mark.parametrize("reader", ["pipemodedataset", "project"])
+def test_pipe_mode_two_horovod_processes(image, aws_split, tmp_path, reader):
+    halves = [str(tmp_path / "t1.tfrecords"), str(tmp_path / "t2.tfrecords")]
+    split(aws_split["training"], [4000, 4000], halves)
+    job = LocalJob({"training-1": [halves[0]], "training-2": [halves[1]], "evaluation": [aws_split["evaluation"]]},
+                   {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+                    "num_epochs": "2", **({"pipe_reader": reader} if reader == "project" else {})},
+                   input_mode="Pipe")
+    folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
+    feeders = [PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, 0)) for name in job.channels]
+    for feeder in feeders:
+        feeder.start()
+    try:
+        done = run_in_container(image, folder, [])
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert f"Pipe read by {reader}" in log  # auto picks PipeModeDataset in the image
+    metrics = metrics_of(folder)
+    assert metrics["world_size"] == 2 and metrics["steps"] == 2 * 16 and metrics["eval_auc"] > 0.65
