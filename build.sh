@@ -10,6 +10,7 @@
 #   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
+#   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
 # hash of the pin files and the Python version, so every clone with the same pins reuses
@@ -156,6 +157,7 @@ case "$cmd" in
   base) base_image ;;
   image) image "$@" ;;
   image-lock) image_lock ;;
-  help|-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
+  help|-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

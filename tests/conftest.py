@@ -67,3 +67,17 @@ def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, inpu
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
     folder = str(job_dir) if hosts == 1 else os.path.join(str(job_dir), "algo-1")
     return JobRun(folder, done.returncode, done.stdout + done.stderr)
+
+
+IMAGE = "localhost/sagemaker-tf-trainer:cpu"
+
+
+@pytest.fixture(scope="session")
+def image():
+    """Build the CPU image with `./build.sh image cpu` (cached layers: seconds when nothing
+    changed); the engine's name (docker or podman)."""
+    done = subprocess.run(["./build.sh", "image", "cpu"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    engine = subprocess.run(["docker/engine.sh", "name"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    return engine.stdout.strip()

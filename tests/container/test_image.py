@@ -7,23 +7,12 @@ import subprocess
 
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import IMAGE
 from trainer.data.split import split
 from trainer.localjob import LocalJob, PipeFeeder
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
-IMAGE = "localhost/sagemaker-tf-trainer:cpu"
 RUN_TIMEOUT_SEC = 600  # a hang guard
-
-
-@pytest.fixture(scope="session")
-def image():
-    """Build the CPU image (layers are cached: seconds when nothing changed)."""
-    done = subprocess.run(["./build.sh", "image", "cpu"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=3600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    engine = subprocess.run(["docker/engine.sh", "name"], cwd=PROJECT_ROOT, capture_output=True, text=True)
-    return engine.stdout.strip()
 
 
 def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC):

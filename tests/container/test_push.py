@@ -1,0 +1,62 @@
+"""`build.sh push`: the ECR commands in a dry run, and a real push to a local registry."""
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.container]
+
+
+def push(*args, timeout=900):
+    return subprocess.run(["./build.sh", "push", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_dry_run_prints_the_ecr_commands():
+    done = push("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0")
+    assert done.returncode == 0, done.stderr
+    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    lines = done.stdout.strip().splitlines()[-4:]
+    assert lines[0].startswith("aws ecr describe-repositories --repository-names sagemaker-tf-trainer --region eu-west-1 || aws ecr create-repository")
+    assert lines[1].endswith(f"login --username AWS --password-stdin {registry}")
+    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:cpu {registry}/sagemaker-tf-trainer:1.0")
+    assert lines[3].endswith(f"push {registry}/sagemaker-tf-trainer:1.0")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def local_registry(tmp_path):
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+    server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the local registry did not start"
+            time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_push_to_a_local_registry(image, local_registry):
+    done = push("--registry", local_registry, "--insecure", "--repository", "trainer-test", "--tag", "t1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    tags = json.load(urllib.request.urlopen(f"http://{local_registry}/v2/trainer-test/tags/list", timeout=10))
+    assert tags == {"name": "trainer-test", "tags": ["t1"]}
