@@ -11,6 +11,7 @@
 #   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
+#   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
 # hash of the pin files and the Python version, so every clone with the same pins reuses
@@ -131,7 +132,34 @@ image() {
   tag="localhost/$IMAGE_NAME:$flavour"
   started=$(date +%s)
   "$eng" build --format docker -f "$file" -t "$tag" "$ROOT"
+  "$eng" image prune -f >/dev/null  # the layers a rebuild left without a name
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
+}
+
+# The SageMaker Python SDK's own environment, for the container tests: a venv keyed by its
+# pins, and (where no docker daemon runs) `docker` and `docker-compose` commands that are
+# podman and podman-compose. Prints the folder to put first on PATH.
+sdk_setup() {
+  "$ROOT/docker/engine.sh" setup
+  local hash venv
+  hash="$(cat "$ROOT/requirements-sdk.txt" "$ROOT/constraints-sdk.txt" | sha256sum | cut -c1-16)"
+  venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/sdk-venv-$hash"
+  if [ ! -f "$venv/.complete" ]; then
+    log "creating $venv (SageMaker Python SDK)"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-sdk.txt" \
+      -r "$ROOT/requirements-sdk.txt"
+    touch "$venv/.complete"
+  fi
+  mkdir -p "$venv/shims"
+  if [ "$(engine)" = podman ]; then
+    printf '#!/bin/sh\nexec podman "$@"\n' > "$venv/shims/docker"
+    printf '#!/bin/sh\nexec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' "$venv" "$ROOT" \
+      > "$venv/shims/docker-compose"
+    chmod +x "$venv/shims/docker" "$venv/shims/docker-compose"
+  fi
+  echo "$venv/shims:$venv/bin"
 }
 
 # The image's lock (its Python differs from this machine's): what a build resolved, frozen.
@@ -157,7 +185,8 @@ case "$cmd" in
   base) base_image ;;
   image) image "$@" ;;
   image-lock) image_lock ;;
+  sdk-setup) sdk_setup ;;
   push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
-  help|-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  help|-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -56,6 +56,11 @@ class Runtime:
     # Whether Keras may call callbacks every batch (not with parameter servers).
     batch_callbacks = True
 
+    # Where checkpoint and SavedModel files are written and read (None: by each variable's
+    # own device). With parameter servers every PS would write its part to its own host's
+    # disk; P26 wants them all on the chief's.
+    io_device = None
+
     # Whether exporting the model is a collective operation every process must join (the
     # others then export to a scratch folder that is thrown away).
     export_is_collective = False

@@ -25,6 +25,7 @@ MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
 class ParameterServerRuntime(Runtime):
     _steps = None
     batch_callbacks = False  # Keras refuses them with this strategy
+    io_device = "/job:chief/replica:0/task:0/device:CPU:0"  # all checkpoint files on the coordinator's disk
 
     def start(self) -> None:
         os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)

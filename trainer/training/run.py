@@ -187,12 +187,13 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
     return float(fit.history["loss"][-1])
 
 
-def export_saved_model(model, model_dir: str, version: int) -> str:
+def export_saved_model(model, model_dir: str, version: int, io_device: str | None = None) -> str:
     """SavedModel in TF Serving's layout: <model_dir>/<version>/saved_model.pb."""
     path = os.path.join(model_dir, str(version))
     if os.path.exists(path):
         shutil.rmtree(path)
-    model.save(path, include_optimizer=False, save_format="tf")
+    model.save(path, include_optimizer=False, save_format="tf",
+               options=tf.saved_model.SaveOptions(experimental_io_device=io_device))
     return path
 
 
@@ -247,9 +248,9 @@ class Inputs:
                        else "; no evaluation channel")
 
 
-def restore_latest(checkpoint, manager) -> None:
+def restore_latest(checkpoint, manager, options) -> None:
     if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).expect_partial()
+        checkpoint.restore(manager.latest_checkpoint, options=options).expect_partial()
         log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
                  int(checkpoint.epoch), int(checkpoint.optimizer.iterations.numpy()))
 
@@ -276,8 +277,9 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
+    checkpoint_options = tf.train.CheckpointOptions(experimental_io_device=runtime.io_device)
     if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
-        restore_latest(checkpoint, manager)
+        restore_latest(checkpoint, manager, checkpoint_options)
     start_epoch = runtime.broadcast_from_chief(int(epoch_counter.numpy()))
     epoch_counter.assign(start_epoch)
     runtime.sync_initial_state(model, optimizer)
@@ -316,7 +318,7 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         epoch_counter.assign(epoch + 1)
         if runtime.writes_outputs:
             log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
-            manager.save(checkpoint_number=int(optimizer.iterations.numpy()))
+            manager.save(checkpoint_number=int(optimizer.iterations.numpy()), options=checkpoint_options)
 
     if inputs.eval_channel and not history:  # resumed after the last epoch: evaluate what was restored
         history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
@@ -339,7 +341,7 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         "cpu_settings": cpu_settings.describe() if cpu_settings else None,
     }
     if runtime.writes_outputs:
-        metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version)
+        metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version, runtime.io_device)
         log.info("exported SavedModel to %s", metrics["export_dir"])
         write_metrics(job.output_data_dir, metrics)
     elif runtime.export_is_collective:

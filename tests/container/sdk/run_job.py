@@ -1,0 +1,44 @@
+"""Run one training job with the SageMaker Python SDK in local mode (run by the SDK's own
+Python, see `./build.sh sdk-setup`). Argument: a JSON job description; prints
+`RESULT {json}` last: the model artifact's URI, or the error.
+
+    {"image": ..., "instance_count": 1, "hyperparameters": {...}, "inputs": {"training": "file://..."},
+     "output": "file://...", "script": null | {"entry_point": "model.py", "source_dir": "...",
+                                               "distribution": {...}}}
+"""
+import json
+import os
+import sys
+import tempfile
+
+job = json.loads(sys.argv[1])
+# No telemetry calls (the job runs without network), no v2 notice.
+config = os.path.join(tempfile.mkdtemp(), "config.yaml")
+with open(config, "w") as f:
+    f.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
+os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+
+from sagemaker.estimator import Estimator  # noqa: E402
+from sagemaker.local import LocalSession  # noqa: E402
+from sagemaker.tensorflow import TensorFlow  # noqa: E402
+
+session = LocalSession()
+session.config = {"local": {"local_code": True}}
+common = dict(image_uri=job["image"], role="arn:aws:iam::111111111111:role/local", instance_type="local",
+              instance_count=job["instance_count"], sagemaker_session=session, output_path=job["output"],
+              hyperparameters=job.get("hyperparameters", {}))
+script = job.get("script")
+if script:
+    # The versions only feed the SDK's checks of `distribution` (the image is given).
+    estimator = TensorFlow(entry_point=script["entry_point"], source_dir=script["source_dir"],
+                           distribution=script.get("distribution"), framework_version="2.14",
+                           py_version="py310", **common)
+else:
+    estimator = Estimator(**common)
+try:
+    estimator.fit(job["inputs"], wait=True, logs="All")
+    result = {"model_data": estimator.model_data}
+except Exception as err:  # the test reads the error
+    result = {"error": f"{type(err).__name__}: {err}"}
+print("RESULT " + json.dumps(result), flush=True)
