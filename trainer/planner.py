@@ -179,7 +179,7 @@ def _sharding(job: Job, channels: list, per_host: int):
         (False, True): "shared channel, ShardedByS3Key: shard(processes_per_host, local_rank)",
         (False, False): "shared channel, FullyReplicated: shard(world_size, rank)",
     }[(multi_path, s3_sharded)]
-    return shard, multi_path, description
+    return shard, description
 
 
 def _channels_of(channels, local_rank: int, per_host: int) -> tuple[str, ...]:
@@ -297,7 +297,7 @@ def make_plan(job: Job) -> Plan:
                        "needs PipeModeDataset (the image has it); use File mode here")
     per_host = _processes_per_host(job, mode)
     replicas = _replicas(job, mode)
-    shard, _, sharding = _sharding(job, channels, per_host)
+    shard, sharding = _sharding(job, channels, per_host)
     world = hosts * per_host
 
     processes = []

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from trainer.contract.channels import pick_eval_channel, pick_train_channel
+from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.contract.job import read_job
 from trainer.errors import JobError
 
@@ -135,8 +135,8 @@ def test_missing_job_folder(tmp_path):
 def test_channels_are_picked_by_name(job_dir, channels, hyper, train, evaluation):
     write(job_dir, input=channels, hyper=hyper)
     job = read_job(str(job_dir))
-    assert pick_train_channel(job).name == train
-    assert (pick_eval_channel(job).name if pick_eval_channel(job) else None) == evaluation
+    assert training_channels(job)[0].name == train
+    assert eval_channel_name(job) == evaluation
 
 
 @pytest.mark.parametrize("channels, hyper, message", [
@@ -147,6 +147,6 @@ def test_missing_channel_is_a_clear_error(job_dir, channels, hyper, message):
     write(job_dir, input=channels, hyper=hyper)
     job = read_job(str(job_dir))
     with pytest.raises(JobError) as error:
-        pick_train_channel(job)
-        pick_eval_channel(job)
+        training_channels(job)
+        eval_channel_name(job)
     assert message in str(error.value)

@@ -29,10 +29,6 @@ def training_channels(job: Job) -> list[Channel]:
                    "(name the training channel 'training', or set train_channel)")
 
 
-def pick_train_channel(job: Job) -> Channel:
-    return training_channels(job)[0]
-
-
 def eval_channel_name(job: Job) -> str | None:
     wanted = job.hyperparameters.eval_channel
     if wanted:
@@ -42,7 +38,3 @@ def eval_channel_name(job: Job) -> str | None:
         return wanted
     return next((name for name in EVAL_NAMES if name in job.channels), None)
 
-
-def pick_eval_channel(job: Job) -> Channel | None:
-    name = eval_channel_name(job)
-    return job.channels[name] if name else None
