@@ -32,7 +32,7 @@ class Throughput(tf.keras.callbacks.Callback):
     """Logs `step=N epoch=E loss=L samples/sec=S` every `log_steps` steps.
 
     The rate is this process's, times the number of training processes (they run in
-    lockstep or, with parameter servers, alike): the job's samples per second. It excludes
+    lockstep): the job's samples per second. It excludes
     the first step of each fit (graph tracing); an epoch's last, partial batch counts as a
     full one.
     """
@@ -77,7 +77,7 @@ class Throughput(tf.keras.callbacks.Callback):
             if logs is not None and self.prints:
                 rate = self.window_steps * self.samples_per_step / seconds
                 log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
-                         self.step, self.epoch, _number(logs.get("loss")), rate)
+                         self.step, self.epoch, logs.get("loss", float("nan")), rate)
         self.window_start, self.window_steps = now, 0
 
     @property
@@ -106,16 +106,6 @@ class EpochThroughput(tf.keras.callbacks.Callback):
     @property
     def samples_per_sec(self) -> float:
         return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
-
-
-def _number(value) -> float:
-    """A log value as a float (parameter-server training reports remote values)."""
-    if hasattr(value, "fetch"):
-        value = value.fetch()
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 class Evaluator:
