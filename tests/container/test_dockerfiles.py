@@ -1,4 +1,5 @@
 """The Dockerfiles: lint-clean, and built from the project's own pin files."""
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -23,3 +24,33 @@ def test_image_installs_the_same_pins():
     for pins in ("requirements.txt", "requirements-horovod.txt"):
         assert f"-r /opt/pins/{pins}" in text
     assert "intel-tensorflow==" not in text and "horovod==" not in text  # no second list of versions
+
+
+def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirements_txt():
+    text = open(DOCKERFILES[1]).read()
+    for pins in ("requirements-gpu.txt", "requirements-horovod.txt", "requirements-common.txt"):
+        assert f"-r /opt/pins/{pins}" in text
+    assert "grep -v '^intel-tensorflow' /opt/pins/requirements.txt > /opt/pins/requirements-common.txt" in text
+    assert "tensorflow==" not in text and "horovod==" not in text
+
+
+def load_cuda_wheels():
+    spec = importlib.util.spec_from_file_location("cuda_wheels", os.path.join(PROJECT_ROOT, "docker", "cuda_wheels.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cuda_wheels
+
+
+@pytest.mark.parametrize("requires, wheels", [
+    # TensorFlow 2.14.1's own metadata (older style, with parentheses).
+    (["numpy>=1.23.5", "nvidia-nccl-cu11 (==2.16.5) ; extra == 'and-cuda'",
+      "tensorrt (==8.5.3.1) ; extra == 'and-cuda'", "nvidia-cudnn-cu11 (==8.7.0.84) ; extra == 'and-cuda'"],
+     ["nvidia-nccl-cu11==2.16.5", "nvidia-cudnn-cu11==8.7.0.84"]),
+    # Newer metadata writes the version without parentheses.
+    (['nvidia-cublas-cu12==12.3.4.1; extra == "and-cuda"', 'tensorrt==8.6.1; extra == "and-cuda"',
+      'keras>=3; extra == "other"'],
+     ["nvidia-cublas-cu12==12.3.4.1"]),
+    (["numpy>=1.23.5"], []),
+])
+def test_cuda_wheels_are_the_and_cuda_extra_without_tensorrt(requires, wheels):
+    assert load_cuda_wheels()(requires) == wheels

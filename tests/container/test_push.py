@@ -56,8 +56,10 @@ def local_registry(tmp_path):
 
 
 def test_push_to_a_local_registry(image, local_registry):
-    done = push("--registry", local_registry, "--insecure", "--repository", "trainer-test", "--tag", "t1")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    tags = json.load(urllib.request.urlopen(f"http://{local_registry}/v2/trainer-test/tags/list", timeout=10))
-    assert tags == {"name": "trainer-test", "tags": ["t1"]}
-    subprocess.run([image, "rmi", f"{local_registry}/trainer-test:t1"], capture_output=True)  # the tag only
+    try:
+        done = push("--registry", local_registry, "--insecure", "--repository", "trainer-test", "--tag", "t1")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        tags = json.load(urllib.request.urlopen(f"http://{local_registry}/v2/trainer-test/tags/list", timeout=10))
+        assert tags == {"name": "trainer-test", "tags": ["t1"]}
+    finally:
+        subprocess.run([image, "rmi", f"{local_registry}/trainer-test:t1"], capture_output=True)  # the tag only

@@ -5,8 +5,9 @@ Stopping every host when the first one ends would cut the others short where Sag
 waits for all of them (a toolkit MPI worker can finish seconds before its master), and
 podman-compose would then report the stopped ones, or nothing (0). So the job runs as on
 SageMaker: every host to its own end, and the first failure (if any) stops the rest and
-gives the exit code (podman-compose's --abort-on-container-failure). Run by the SDK
-venv's Python.
+gives the exit code (podman-compose's --abort-on-container-failure). The SDK leaves the
+ended containers behind (as docker-compose up does); they are removed once the job's
+outputs are on the host's disk. Run by the SDK venv's Python.
 """
 import os
 import subprocess
@@ -14,4 +15,8 @@ import sys
 
 args = ["--abort-on-container-failure" if arg == "--abort-on-container-exit" else arg for arg in sys.argv[1:]]
 podman_compose = os.path.join(os.path.dirname(sys.executable), "podman-compose")
-sys.exit(subprocess.call([podman_compose, *args]))
+status = subprocess.call([podman_compose, *args])
+if "up" in args:
+    subprocess.call([podman_compose, *args[:args.index("up")], "down"], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+sys.exit(status)
