@@ -1,6 +1,7 @@
-"""`trainer bench NAME`: shipped benchmarks. Each prints a table and writes JSON.
+"""`trainer bench NAME`: shipped benchmarks. Each prints a table and writes JSON, a
+Markdown report and PNG charts into its output folder.
 
-    trainer bench optimizers --out out/bench
+    trainer bench input --out out/bench
 
 Figures are measured side by side in one run (this kind of machine is shared and noisy:
 compare ratios within a run, not absolute numbers across runs).
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 
 BENCHMARKS = {
     "optimizers": "trainer.bench.optimizers",
     "modes": "trainer.bench.modes",
+    "input": "trainer.bench.input",
+    "ceiling": "trainer.bench.ceiling",
 }
 
 
@@ -24,20 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=module.__doc__.splitlines()[0], description=module.__doc__,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-        sub.add_argument("--out", default=os.path.join("out", "bench"), help="folder for the JSON result")
+        sub.add_argument("--out", default=os.path.join("out", "bench"),
+                         help="folder for the JSON result, the Markdown report and the charts")
         module.add_arguments(sub)
 
 
 def main(args: argparse.Namespace) -> int:
+    from trainer.bench import report
     from trainer.entry import setup_logging
 
     setup_logging()
     module = importlib.import_module(BENCHMARKS[args.benchmark])
     result = module.run(args)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{args.benchmark}.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=2)
-    print(module.table(result))
-    print(f"\nwritten to {path}")
+    table = module.table(result)
+    paths = report.write(args.out, args.benchmark, module.__doc__, result, table, module.charts(result))
+    print(table)
+    print("\nwritten: " + ", ".join(paths))
     return 0

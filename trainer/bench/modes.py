@@ -68,3 +68,12 @@ def table(result: dict) -> str:
         lines.append(f"{row['mode']} | {row['hosts']} | {row['world_size']} | {row['global_batch_size']} | "
                      f"{row['train_samples_per_sec']:.0f} | {row['eval_auc']:.4f} | {row['steps']}")
     return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.report import Chart
+
+    rows = [row for row in result["rows"] if "train_samples_per_sec" in row]
+    return [Chart("modes", "Training speed by distribution mode (same data and model)", "samples/s",
+                  [row["mode"] for row in rows], [row["train_samples_per_sec"] for row in rows],
+                  note=f"{result['cpus']} CPUs shared by every process of a mode.")]

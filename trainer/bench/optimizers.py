@@ -87,3 +87,14 @@ def table(result: dict) -> str:
         lines.append(" | ".join([name] + [f"{row[f'samples_per_sec@{fs}']:.0f}" for fs in sizes]
                                 + [f"{row['ratio_largest_to_smallest']:.2f}"]))
     return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.report import Chart
+
+    sizes = result["feature_sizes"]
+    labels = [f"{row['optimizer']} @ {fs:.0e}" for row in result["rows"] for fs in sizes]
+    values = [row[f"samples_per_sec@{fs}"] for row in result["rows"] for fs in sizes]
+    default = [f"{row['optimizer']} @ {fs:.0e}" for row in result["rows"] if row["default"] for fs in sizes]
+    return [Chart("optimizers", "Training speed by optimizer and embedding table size", "samples/s",
+                  labels, values, highlight=default)]
