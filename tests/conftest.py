@@ -54,11 +54,11 @@ class JobRun:
 
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1) -> JobRun:
+              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local") -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
     several hosts, `job_dir` of the result is the first host's folder."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
-               "--hosts", str(hosts)]
+               "--hosts", str(hosts), "--instance-type", instance_type]
     for name, paths in channels.items():
         for path in paths if isinstance(paths, (list, tuple)) else [paths]:
             command += ["--channel", f"{name}={path}"]

@@ -295,6 +295,11 @@ def make_plan(job: Job) -> Plan:
     if mode == PARAMETER_SERVER and channels[0].is_pipe:
         raise JobError("parameter_server reads its input on the workers through tf.data ops: Pipe mode "
                        "needs PipeModeDataset (the image has it); use File mode here")
+    if hp.jit_compile and mode in (HOROVOD, PARAMETER_SERVER):
+        # Horovod's collectives and a parameter-server step's remote reads have no XLA kernels.
+        raise JobError(f"hyperparameter 'jit_compile': XLA cannot compile the training step of "
+                       f"distribution {mode}; turn it off, or use single, tower, mirrored or "
+                       "multi_worker_mirrored")
     per_host = _processes_per_host(job, mode)
     replicas = _replicas(job, mode)
     shard, sharding = _sharding(job, channels, per_host)

@@ -11,6 +11,7 @@ log = logging.getLogger(__name__)
 # For the estimator's metric_definitions: what the training log prints, and how to pick it up.
 METRIC_DEFINITIONS = [
     {"Name": "train:samples_per_sec", "Regex": r"samples/sec=([0-9.]+)"},
+    {"Name": "train:samples_per_dollar", "Regex": r"samples/\$=([0-9.]+)"},
     {"Name": "train:loss", "Regex": r"train_loss=([0-9.]+)"},
     {"Name": "eval:auc", "Regex": r"eval_auc=([0-9.]+)"},
     {"Name": "eval:logloss", "Regex": r"eval_logloss=([0-9.]+)"},

@@ -60,7 +60,8 @@ def saved_model_members(model_data):
 
 def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
-                                                    "hyperparameters": {"num_epochs": 2, "log_steps": 10}})
+                                                    "hyperparameters": {"num_epochs": 2, "log_steps": 10,
+                                                                        "price_per_hour": 0.816}})
     assert "model_data" in result, log[-5000:]
     members = saved_model_members(result["model_data"])
     assert "1/saved_model.pb" in members and any(m.startswith("1/variables/") for m in members)  # TF Serving

@@ -1,4 +1,5 @@
 """`train` end to end through `trainer local`: real TensorFlow, real files and FIFOs."""
+import glob
 import os
 import re
 import subprocess
@@ -28,10 +29,11 @@ def check_saved_model(export_dir, field_size=39):
 
 @pytest.fixture(scope="module")
 def file_and_pipe_runs(aws_split, tmp_path_factory):
-    """The DeepFM sample's data, 8,000/2,000, 3 epochs, default hyperparameters."""
+    """The DeepFM sample's data, 8,000/2,000, 3 epochs, default hyperparameters, priced as
+    one ml.c5.2xlarge."""
     hp = {"feature_size": 117581}
-    return {mode: run_local(tmp_path_factory.mktemp(mode), aws_split, hp, input_mode=mode)
-            for mode in ("File", "Pipe")}
+    return {mode: run_local(tmp_path_factory.mktemp(mode), aws_split, hp, input_mode=mode,
+                            instance_type="ml.c5.2xlarge") for mode in ("File", "Pipe")}
 
 
 @pytest.mark.parametrize("mode", ["File", "Pipe"])
@@ -59,6 +61,10 @@ def test_log_lines_match_the_metric_definitions(file_and_pipe_runs):
         values = re.findall(definition["Regex"], log)
         assert values, definition
         assert all(float(v) >= 0 for v in values)
+    metrics = file_and_pipe_runs["File"].metrics
+    assert metrics["price_per_hour"] == 0.408 and "built-in table" in metrics["price_source"]
+    expected = metrics["train_samples_per_sec"] * 3600 / 0.408  # samples/sec is rounded to 0.1 in the file
+    assert abs(metrics["samples_per_dollar"] - expected) <= 0.05 * 3600 / 0.408 + 1
     assert re.search(r"CPU settings: intra_op_threads=\d+\(\w+\) inter_op_threads=\d+\(\w+\) OMP_NUM_THREADS=\d+"
                      r"\(\w+\) KMP_AFFINITY=\S+ KMP_BLOCKTIME=\d+\(\w+\)", log)
 
@@ -80,6 +86,22 @@ def criteo_libsvm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("criteo-libsvm")
     result = convert.convert([shared_file(CRITEO_SAMPLE)], str(folder), output_format="libsvm", num_files=2)
     return result["files"]
+
+
+@pytest.mark.parametrize("switches", [
+    {"mixed_precision": "mixed_bfloat16", "profile_steps": "5,8"},
+    {"mixed_precision": "mixed_float16", "jit_compile": "true"},
+], ids=["bfloat16-profiled", "float16-xla"])
+def test_speed_switches_train_and_export(aws_split, tmp_path, switches):
+    run = run_local(tmp_path, aws_split, {"num_epochs": 2, **switches})
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["eval_auc"] > 0.65 and run.metrics["steps"] == 2 * 32
+    assert f"mixed precision: {switches['mixed_precision']}" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))  # serves float32 probabilities
+    if "profile_steps" in switches:
+        traces = glob.glob(os.path.join(run.job_dir, "output", "data", "tensorboard", "**", "*.xplane.pb"),
+                           recursive=True)
+        assert traces, "no profiler trace under output/data/tensorboard"
 
 
 @pytest.mark.parametrize("mode", ["File", "Pipe"])

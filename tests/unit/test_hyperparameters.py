@@ -35,6 +35,14 @@ from trainer.errors import JobError
     ({"data_format": "auto"}, "data_format", None),
     ({}, "batch_size", 256),
     ({}, "deep_layers", [256, 128, 64]),
+    ({"mixed_precision": "bf16"}, "mixed_precision", "mixed_bfloat16"),
+    ({"mixed_precision": "mixed_float16"}, "mixed_precision", "mixed_float16"),
+    ({}, "mixed_precision", "none"),
+    ({"jit_compile": "true"}, "jit_compile", True),
+    ({"profile_steps": "100,110"}, "profile_steps", [100, 110]),
+    ({"profile_steps": ""}, "profile_steps", None),
+    ({"price_per_hour": "0.408"}, "price_per_hour", 0.408),
+    ({}, "price_per_hour", None),
     ({"model_dir": "s3://bucket/prefix/model"}, "batch_size", 256),  # set by the SDK, accepted
 ])
 def test_parses_by_declared_type(raw, key, expected):
@@ -58,6 +66,10 @@ def test_parses_by_declared_type(raw, key, expected):
     ({"bach_size": "64"}, "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?); accepted: field_size,"),
     ({"deep_layers": '{"a": 1}'}, "hyperparameter 'deep_layers'"),
     ({"train_channel": ["a"]}, "hyperparameter 'train_channel': expected a string"),
+    ({"profile_steps": "110,100"}, "hyperparameter 'profile_steps': expected two steps a,b with a <= b, got 110,100"),
+    ({"profile_steps": "5"}, "hyperparameter 'profile_steps': expected two steps a,b"),
+    ({"mixed_precision": "int8"}, "accepted: one of none, mixed_bfloat16, mixed_float16"),
+    ({"price_per_hour": "-1"}, "hyperparameter 'price_per_hour': '-1' is out of range"),
 ])
 def test_bad_values_name_the_key_and_what_is_accepted(raw, message):
     with pytest.raises(JobError) as error:

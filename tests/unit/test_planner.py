@@ -132,6 +132,9 @@ def test_plan(name):
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
     (job(hosts=2, hp={"processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
     (job(channels={"evaluation": "FullyReplicated"}), "training channel 'training' is missing"),
+    (job(sdk=MPI_2, hp={"jit_compile": "true"}), "'jit_compile': XLA cannot compile the training step of "
+                                                  "distribution horovod"),
+    (job(hosts=2, hp={"jit_compile": "true"}), "distribution parameter_server; turn it off"),
 ])
 def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "modes": "trainer.bench.modes",
     "input": "trainer.bench.input",
     "ceiling": "trainer.bench.ceiling",
+    "switches": "trainer.bench.switches",
 }
 
 

@@ -212,6 +212,17 @@ SPECS: tuple[Spec, ...] = (
     Spec("model_version", "int", 1, "Version folder of the exported SavedModel: model/<version>/.",
          minimum=0),
     Spec("keep_checkpoints", "int", 3, "Checkpoints kept in the checkpoint dir.", minimum=1),
+    Spec("mixed_precision", "str", "none", "Keras mixed precision (P20): float32 variables, "
+         "compute in bfloat16 or float16 (float16 with dynamic loss scaling).",
+         choices=("none", "mixed_bfloat16", "mixed_float16"),
+         aliases={"bf16": "mixed_bfloat16", "bfloat16": "mixed_bfloat16", "fp16": "mixed_float16",
+                  "float16": "mixed_float16", "float32": "none", "false": "none"}),
+    Spec("jit_compile", "bool", False, "Compile the training step with XLA (P21)."),
+    Spec("profile_steps", "int_list", None, "Trace steps a,b (e.g. 100,110) with TensorFlow's profiler "
+         "into output/data/tensorboard (TensorBoard's Profile tab); auto: off.", minimum=1, allow_auto=True),
+    Spec("price_per_hour", "float", None, "USD per instance-hour, for samples per dollar; auto: "
+         "SageMaker's us-east-1 On-Demand training price of the instance type (built-in table).",
+         minimum=0.0, allow_auto=True),
     # Input
     Spec("data_format", "str", None, "Record format of the channels; auto: from file names "
          "(.libsvm/.txt/.csv are libsvm) or the channel's ContentType, else tfrecord.",
@@ -336,6 +347,10 @@ def _check_consistency(values: dict[str, Any]) -> None:
             f"hyperparameter 'dropout': {len(dropout)} values for {len(layers)} deep_layers; "
             "accepted: one value, or one per layer"
         )
+    steps = values["profile_steps"]
+    if steps is not None and (len(steps) != 2 or steps[0] > steps[1]):
+        raise JobError(f"hyperparameter 'profile_steps': expected two steps a,b with a <= b, "
+                       f"got {','.join(map(str, steps))}")
 
 
 def markdown_table() -> str:

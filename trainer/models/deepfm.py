@@ -26,19 +26,23 @@ class FeatureEmbedding(tf.keras.layers.Layer):
         self.l2_reg = l2_reg
 
     def build(self, input_shape):
+        # Under a mixed-precision policy the table stays float32 and is read as such (no
+        # autocast, which would cast the whole table every step); the rows looked up are
+        # cast afterwards, as Keras' own Embedding does.
         self.table = self.add_weight(
             name="table",
             shape=(self.feature_size, 1 + self.embedding_size),
             initializer=tf.keras.initializers.RandomNormal(stddev=0.01),
+            experimental_autocast=False,
         )
         super().build(input_shape)
 
     def call(self, ids):
-        rows = tf.nn.embedding_lookup(self.table, ids)  # [batch, fields, 1 + k]
+        rows = tf.nn.embedding_lookup(self.table, ids)  # [batch, fields, 1 + k], float32
         if self.l2_reg:
             per_example = tf.reduce_sum(tf.square(rows), axis=[1, 2])
             self.add_loss(self.l2_reg * 0.5 * tf.reduce_mean(per_example))
-        return rows
+        return tf.cast(rows, self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "feature_size": self.feature_size,
@@ -76,7 +80,7 @@ def build_deepfm(field_size: int, feature_size: int, embedding_size: int, deep_l
 
     regularizer = tf.keras.regularizers.l2(l2_reg) if l2_reg else None
     deep = tf.keras.layers.Reshape((field_size * embedding_size,))(
-        vectors * tf.expand_dims(values, -1))
+        vectors * tf.expand_dims(tf.cast(values, vectors.dtype), -1))
     for index, (units, rate) in enumerate(zip(deep_layers, dropout)):
         deep = tf.keras.layers.Dense(units, activation="relu", kernel_regularizer=regularizer,
                                      name=f"deep_{index}")(deep)
@@ -85,7 +89,8 @@ def build_deepfm(field_size: int, feature_size: int, embedding_size: int, deep_l
     deep_logit = tf.keras.layers.Dense(1, kernel_regularizer=regularizer, name="deep_out")(deep)
 
     logit = tf.keras.layers.Add(name="logit")([fm_logit, deep_logit])
-    probability = tf.keras.layers.Activation("sigmoid", name="probability")(logit)
+    # float32 output under mixed precision: the loss and AUC see full-precision probabilities.
+    probability = tf.keras.layers.Activation("sigmoid", dtype="float32", name="probability")(logit)
     return tf.keras.Model(inputs={"ids": ids, "values": values}, outputs=probability, name="deepfm")
 
 

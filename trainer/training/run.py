@@ -19,8 +19,9 @@ from trainer.data import diagnose
 from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
 from trainer.errors import JobError
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
+from trainer.pricing import price_of
 from trainer.report import write_metrics
-from trainer.training import equal_steps
+from trainer.training import equal_steps, switches
 
 log = logging.getLogger(__name__)
 AUC_THRESHOLDS = 1000
@@ -258,14 +259,17 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
              inputs.describe())
 
     tf.keras.utils.set_random_seed(hp.seed)
+    switches.apply_precision(hp)
     with runtime.scope():
         model = hooks.model_fn()
         optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())
-        model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy())
+        model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy(),
+                      **switches.compile_options(hp))
         build_optimizer_state(optimizer, model.trainable_variables)
 
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
+    # The compiled optimizer: under mixed_float16 the loss-scale wrapper, whose scale is state too.
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
     checkpoint_options = tf.train.CheckpointOptions(experimental_io_device=runtime.io_device)
     if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
@@ -278,6 +282,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     throughput = (Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
                   if runtime.batch_callbacks else EpochThroughput(runtime.batch_size))
     callbacks = [throughput] + runtime.callbacks()
+    if runtime.writes_outputs:
+        callbacks += switches.profiler_callbacks(hp, job.output_data_dir)
     evaluator = Evaluator(model, runtime.all_reduce_sum)
 
     def evaluate(epoch_number: int, pass_index: int) -> dict:
@@ -286,6 +292,15 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
             dataset = inputs.eval.dataset(pass_index) if inputs.eval else None
             result = evaluator(dataset, inputs.eval_channel)
         return {"eval_auc": result["auc"], "eval_logloss": result["logloss"]}
+
+    price = price_of(job.instance_type, len(job.hosts), hp.price_per_hour)
+    if runtime.writes_outputs:
+        log.info("price: %s for %d x %s (%s)", f"${price.per_hour:.3f}/hour" if price.per_hour else "unknown",
+                 len(job.hosts), job.instance_type, price.source)
+
+    def per_dollar(samples_per_sec: float) -> str:
+        value = price.samples_per_dollar(samples_per_sec)
+        return f" samples/$={value:.0f}" if value else ""
 
     history = []
     train_seconds = 0.0
@@ -301,10 +316,10 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         if inputs.eval_channel:
             record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
-        log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f", epoch + 1,
+        log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f%s", epoch + 1,
                  int(optimizer.iterations.numpy()), loss,
                  f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
-                 if inputs.eval_channel else "", throughput.samples_per_sec)
+                 if inputs.eval_channel else "", throughput.samples_per_sec, per_dollar(throughput.samples_per_sec))
         epoch_counter.assign(epoch + 1)
         if runtime.writes_outputs:
             log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
@@ -314,11 +329,15 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
 
     last = history[-1] if history else {}
+    samples_per_dollar = price.samples_per_dollar(throughput.samples_per_sec)
     metrics = {
         "eval_auc": last.get("eval_auc"),
         "eval_logloss": last.get("eval_logloss"),
         "train_loss": last.get("train_loss"),
         "train_samples_per_sec": round(throughput.samples_per_sec, 1),
+        "samples_per_dollar": samples_per_dollar and round(samples_per_dollar),
+        "price_per_hour": price.per_hour,
+        "price_source": price.source,
         "train_seconds": round(train_seconds, 3),
         "epochs": int(epoch_counter.numpy()),
         "steps": int(optimizer.iterations.numpy()),
