@@ -6,7 +6,8 @@
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
 #   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
-#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS)
+#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer and
+#                             build make their own environments from bench-envs/)
 #   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
@@ -131,6 +132,9 @@ image() {
   eng="$(engine)"
   tag="localhost/$IMAGE_NAME:$flavour"
   started=$(date +%s)
+  if [ "$flavour" = gpu ]; then  # the build stage keeps a name, so the prune below leaves it cached
+    "$eng" build --format docker -f "$file" --target build -t "$tag-build" "$ROOT"
+  fi
   "$eng" build --format docker -f "$file" -t "$tag" "$ROOT"
   "$eng" image prune -f >/dev/null  # the layers a rebuild left without a name
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
@@ -162,6 +166,31 @@ sdk_setup() {
   echo "$venv/shims:$venv/bin"
 }
 
+# A benchmark's own environment (bench-envs/NAME.txt): another TensorFlow build, or a peer
+# library, side by side with the project's. Keyed by its pins; prints its python.
+bench_env() {
+  local name="$1" file="$ROOT/bench-envs/$1.txt" hash venv
+  hash="$(cat "$file" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)"
+  venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/bench-$name-$hash"
+  if [ ! -f "$venv/.complete" ]; then
+    log "creating $venv (benchmark environment $name)"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" -r "$file" >&2
+    touch "$venv/.complete"
+  fi
+  echo "$venv/bin/python"
+}
+
+# `bench peer` and `bench build` (or `bench all`) run code in their own environments.
+bench() {
+  case "${1:-}" in
+    peer|all) export TRAINER_BENCH_DEEPCTR_PYTHON="${TRAINER_BENCH_DEEPCTR_PYTHON:-$(bench_env deepctr)}" ;;&
+    build|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
+  esac
+  run_in_env trainer bench "$@"
+}
+
 # The image's lock (its Python differs from this machine's): what a build resolved, frozen.
 image_lock() {
   local eng tag="localhost/$IMAGE_NAME:cpu"
@@ -181,7 +210,7 @@ case "$cmd" in
   demo) setup; run_in_env trainer demo "$@" ;;
   test) setup; run_in_env python -m pytest "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
-  bench) setup; run_in_env trainer bench "$@" ;;
+  bench) setup; bench "$@" ;;
   base) base_image ;;
   image) image "$@" ;;
   image-lock) image_lock ;;

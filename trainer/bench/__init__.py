@@ -18,6 +18,8 @@ BENCHMARKS = {
     "input": "trainer.bench.input",
     "ceiling": "trainer.bench.ceiling",
     "switches": "trainer.bench.switches",
+    "peer": "trainer.bench.peer",
+    "limit": "trainer.bench.limit",
 }
 
 

@@ -1,0 +1,66 @@
+"""`trainer bench`: every benchmark runs end to end on small sizes and writes its JSON,
+Markdown report and charts. No speed is asserted here (figures come from full runs of the
+benchmarks, reported by their users); what is checked is that each measures something."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(tmp_path, *args, timeout=900):
+    done = subprocess.run(["./build.sh", "bench", *args, "--out", str(tmp_path)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    name = args[0]
+    with open(tmp_path / f"{name}.json") as f:
+        result = json.load(f)
+    report = (tmp_path / f"{name}.md").read_text()
+    assert report.startswith(f"# trainer bench {name}") and f"![" in report
+    with open(tmp_path / f"{name}.png", "rb") as f:
+        assert f.read(8) == PNG_MAGIC
+    assert result["machine"]["cpus"] >= 1
+    return result, done.stdout
+
+
+def test_input(tmp_path):
+    result, out = bench(tmp_path, "input", "--rows", "6000", "--rounds", "1")
+    rates = {row["case"]: row["records_per_sec"] for row in result["rows"]}
+    assert set(rates) == {"tfrecord-batch", "tfrecord-record", "libsvm-batch", "libsvm-record",
+                          "tfrecord-batch-cached", "tfrecord-batch-pipe"}
+    assert all(rate > 0 for rate in rates.values())
+    assert result["ratios"]["tfrecord_batch_over_record"] > 0 and "tfrecord batch over record" in out
+
+
+def test_ceiling(tmp_path):
+    result, _ = bench(tmp_path, "ceiling", "--rows", "6000", "--steps", "30", "--rounds", "1")
+    shares = {row["case"]: row["of_ceiling"] for row in result["rows"]}
+    assert shares["ceiling"] == 1.0 and all(share > 0 for share in shares.values())
+
+
+def test_switches(tmp_path):
+    result, _ = bench(tmp_path, "switches", "--steps", "30", "--rounds", "1",
+                      "--cases", "float32,mixed_bfloat16,jit_compile")
+    for row in result["rows"]:
+        assert row["samples_per_sec"] > 0 and row["loss"] is not None, row
+
+
+def test_limit(tmp_path):
+    result, _ = bench(tmp_path, "limit", "--steps", "30", "--matmul-repeats", "30", "--rounds", "1")
+    # The profiler's count covers at least the MLP's matmuls, forward and backward.
+    assert result["train_flops_per_sample"] >= 3 * result["mlp_forward_flops_per_sample"]
+    assert 0 < result["fraction_of_matmul"] and result["matmul_flops_per_sec"] > 0
+
+
+def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
+    result, _ = bench(tmp_path, "peer", "--train-rows", "4000", "--eval-rows", "2000", "--epochs", "1",
+                      timeout=1800)
+    models = {row["model"]: row for row in result["rows"]}
+    assert set(models) == {"ours", "deepctr 0.9.4"}
+    for row in models.values():
+        assert row["samples_per_sec"] > 0 and 0.0 < row["eval_auc"] <= 1.0, row  # 16 steps: no skill asked

@@ -1,0 +1,101 @@
+"""DeepCTR's DeepFM trained the way its users train it, for `trainer bench peer`.
+
+Runs in the DeepCTR benchmark environment (bench-envs/deepctr.txt) with the project on
+PYTHONPATH: it reads the same TFRecord files as the project's run, label-encodes each
+categorical field (DeepCTR wants one vocabulary per field, as in its Criteo example), passes
+the 13 continuous fields as dense features, and trains with `model.fit` on NumPy arrays in
+memory (its documented input). The model matches the project's defaults where DeepCTR has
+the same knob (embedding 8, MLP 256-128-64, dropout 0.5, Adam at 0.001, batch 256);
+regularisation is DeepCTR's default. Speed is timed as the project times its own: from the
+end of each epoch's first step to the end of its last. Prints one JSON line.
+
+    python -m trainer.bench.deepctr_job --train DIR --eval DIR --epochs 3
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+
+CONTINUOUS = 13
+
+
+def read_records(folder: str, field_size: int):
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.data.records import batch_parser
+
+    files = sorted(glob.glob(os.path.join(folder, "*")))
+    dataset = tf.data.TFRecordDataset(files).batch(4096).map(batch_parser("tfrecord", field_size))
+    ids, values, labels = [], [], []
+    for features, label in dataset:
+        ids.append(features["ids"].numpy())
+        values.append(features["values"].numpy())
+        labels.append(label.numpy())
+    return np.concatenate(ids), np.concatenate(values), np.concatenate(labels)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--eval", required=True)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--field-size", type=int, default=39)
+    args = parser.parse_args()
+
+    import numpy as np
+    import tensorflow as tf
+    from deepctr.feature_column import DenseFeat, SparseFeat, get_feature_names
+    from deepctr.models import DeepFM
+
+    train_ids, train_values, train_labels = read_records(args.train, args.field_size)
+    eval_ids, eval_values, eval_labels = read_records(args.eval, args.field_size)
+    columns, train_x, eval_x = [], {}, {}
+    for field in range(args.field_size):
+        name = f"f{field}"
+        if field < CONTINUOUS:
+            columns.append(DenseFeat(name, 1))
+            train_x[name], eval_x[name] = train_values[:, field], eval_values[:, field]
+        else:  # a LabelEncoder per field, fitted on all rows, as DeepCTR's examples do
+            vocabulary, codes = np.unique(np.concatenate([train_ids[:, field], eval_ids[:, field]]),
+                                          return_inverse=True)
+            columns.append(SparseFeat(name, vocabulary_size=len(vocabulary), embedding_dim=8))
+            train_x[name], eval_x[name] = codes[:len(train_ids)], codes[len(train_ids):]
+
+    tf.keras.utils.set_random_seed(42)
+    model = DeepFM(columns, columns, dnn_hidden_units=(256, 128, 64), dnn_dropout=0.5, task="binary")
+    model.compile(tf.keras.optimizers.Adam(0.001), "binary_crossentropy")
+
+    timed = {"steps": 0, "seconds": 0.0}
+
+    class EpochClock(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.first = self.last = None
+            self.steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            now = time.perf_counter()
+            self.first = self.first or now
+            self.last, self.steps = now, self.steps + 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            timed["steps"] += self.steps - 1
+            timed["seconds"] += self.last - self.first
+
+    x = {name: train_x[name] for name in get_feature_names(columns)}
+    model.fit(x, train_labels, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0,
+              callbacks=[EpochClock()])
+    predictions = model.predict({name: eval_x[name] for name in x}, batch_size=4096, verbose=0)
+    auc = tf.keras.metrics.AUC(num_thresholds=1000)
+    auc.update_state(eval_labels, predictions)
+    print(json.dumps({"samples_per_sec": timed["steps"] * args.batch_size / timed["seconds"],
+                      "eval_auc": float(auc.result()), "parameters": int(model.count_params())}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

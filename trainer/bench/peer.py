@@ -1,0 +1,88 @@
+"""The project's DeepFM against DeepCTR's (deepctr 0.9.4, the DeepFM most users train), on
+the same generated data, epochs and batch size: training samples/sec and eval AUC.
+
+Ours is a real job (`trainer local`, defaults, File mode). DeepCTR runs in its own
+environment (bench-envs/deepctr.txt; `./build.sh bench peer` makes it and sets
+TRAINER_BENCH_DEEPCTR_PYTHON) through trainer/bench/deepctr_job.py. DeepCTR asks PyPI for
+its latest version at import, in a thread that would keep a network-less process alive: the
+benchmark points that request at a closed local port, so it fails at once and the run goes on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+from trainer.errors import JobError
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, the connect fails at once
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train-rows", type=int, default=200_000)
+    parser.add_argument("--eval-rows", type=int, default=50_000)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--deepctr-python", default=os.environ.get("TRAINER_BENCH_DEEPCTR_PYTHON"),
+                        help="python of the DeepCTR environment (./build.sh bench peer sets it)")
+
+
+def ours(data: dict, epochs: int, folder: str) -> dict:
+    from trainer import localjob
+
+    job = localjob.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
+                            {"num_epochs": str(epochs)})
+    job_dir, exit_code = localjob.run(job, os.path.join(folder, "ours"))
+    if exit_code:
+        raise JobError(f"bench peer: the project's job failed (exit {exit_code}); see {job_dir}/output/failure")
+    with open(os.path.join(job_dir, "output", "data", "metrics.json")) as f:
+        metrics = json.load(f)
+    return {"samples_per_sec": metrics["train_samples_per_sec"], "eval_auc": metrics["eval_auc"]}
+
+
+def deepctr(python: str, data: dict, epochs: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": PROJECT_ROOT, "HTTPS_PROXY": CLOSED_PORT_PROXY,
+           "HTTP_PROXY": CLOSED_PORT_PROXY, "https_proxy": CLOSED_PORT_PROXY, "http_proxy": CLOSED_PORT_PROXY,
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([python, "-m", "trainer.bench.deepctr_job", "--train", data["train"], "--eval", data["eval"],
+                           "--epochs", str(epochs)], env=env, capture_output=True, text=True, timeout=3600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise JobError(f"bench peer: DeepCTR's run failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def run(args: argparse.Namespace) -> dict:
+    from trainer.data import datagen
+
+    if not args.deepctr_python:
+        raise JobError("bench peer needs DeepCTR's environment: run it as ./build.sh bench peer "
+                       "(or pass --deepctr-python)")
+    with tempfile.TemporaryDirectory(prefix="trainer-bench-peer-") as folder:
+        data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4)
+        rows = [{"model": "ours", **ours(data, args.epochs, folder)},
+                {"model": "deepctr 0.9.4", **deepctr(args.deepctr_python, data, args.epochs)}]
+    speedup = rows[0]["samples_per_sec"] / rows[1]["samples_per_sec"]
+    return {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
+            "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
+            "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs}
+
+
+def table(result: dict) -> str:
+    lines = ["DeepFM | samples/s | eval AUC", "--- | --- | ---"]
+    for row in result["rows"]:
+        lines.append(f"{row['model']} | {row['samples_per_sec']:,.0f} | {row['eval_auc']:.4f}")
+    lines += ["", f"- ours / DeepCTR samples/s: {result['speedup']}x",
+              f"- ours - DeepCTR eval AUC: {result['auc_difference']:+.4f}"]
+    return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.report import Chart
+
+    return [Chart("peer", "DeepFM training speed: this project against DeepCTR", "samples/s",
+                  [row["model"] for row in result["rows"]], [row["samples_per_sec"] for row in result["rows"]],
+                  highlight=["ours"],
+                  note=" · ".join(f"{row['model']}: eval AUC {row['eval_auc']:.4f}" for row in result["rows"]))]
