@@ -216,6 +216,6 @@ case "$cmd" in
   image-lock) image_lock ;;
   sdk-setup) sdk_setup ;;
   push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
-  help|-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  help|-h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
