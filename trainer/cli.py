@@ -1,4 +1,4 @@
-"""`trainer`: the command line around the `train` entry (local jobs, data tools, demo, bench)."""
+"""`trainer`: the command line around the `train` entry (local jobs, data tools, demo, bench, tune)."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,7 @@ COMMANDS = {
     "split": ("trainer.data.split", "split record files into parts by record counts"),
     "demo": ("trainer.demo", "train DeepFM on a generated dataset through trainer local"),
     "bench": ("trainer.bench", "run a shipped benchmark"),
+    "tune": ("trainer.tune", "measure CPU thread settings on a job's model and data, and print the best"),
 }
 
 

@@ -300,6 +300,10 @@ def make_plan(job: Job) -> Plan:
         raise JobError(f"hyperparameter 'jit_compile': XLA cannot compile the training step of "
                        f"distribution {mode}; turn it off, or use single, tower, mirrored or "
                        "multi_worker_mirrored")
+    if hp.tune_threads and (mode not in IN_PROCESS_MODES or channels[0].is_pipe):
+        raise JobError(f"hyperparameter 'tune_threads': it tunes one process that owns its host, on File-mode "
+                       f"data (a Pipe-mode FIFO carries the data once); this job is {mode} in "
+                       f"{channels[0].input_mode} mode: turn it off, or run trainer tune beforehand")
     per_host = _processes_per_host(job, mode)
     replicas = _replicas(job, mode)
     shard, sharding = _sharding(job, channels, per_host)

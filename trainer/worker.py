@@ -21,6 +21,10 @@ log = logging.getLogger("trainer")
 def run_process(job, plan, process) -> dict:
     """Train as `process` of `plan` in this Python process; returns its metrics."""
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
+    if job.hyperparameters.tune_threads:  # the planner allows it for one process per host only
+        from trainer import tune
+
+        settings = tune.tuned(job, settings, job.hyperparameters.tune_seconds)
     cpu.apply_environment(settings)
     from trainer.modes import runtime_for
     from trainer.training.run import train  # imports TensorFlow: after the CPU settings

@@ -1,5 +1,6 @@
 """`train` end to end through `trainer local`: real TensorFlow, real files and FIFOs."""
 import glob
+import json
 import os
 import re
 import subprocess
@@ -262,3 +263,20 @@ def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, source, messag
     run = run_local(tmp_path / "job", aws_split, {"user_module": str(module)}, timeout=FAIL_FAST_SEC)
     assert run.exit_code == 1
     assert first_line(run).startswith(message.format(path=module)), first_line(run)
+
+
+def test_tune_threads_measures_settings_then_trains(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, {"num_epochs": 1, "tune_threads": "true", "tune_seconds": 10})
+    assert run.exit_code == 0, run.log[-3000:]
+    assert re.search(r"tune_threads: \d+ settings measured in \d+ s", run.log)
+    assert run.metrics["steps"] == 32
+
+
+def test_tune_command_prints_the_best_settings(aws_split, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "trainer", "tune", "--channel", f"training={aws_split['training']}",
+                           "--seconds", "10", "--batch-sizes", "512", "--out", str(tmp_path)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "as hyperparameters: intra_op_threads=" in done.stdout and "batch_size=512:" in done.stdout
+    result = json.loads((tmp_path / "tune.json").read_text())
+    assert len(result["trials"]) >= 2 and all(t["samples_per_sec"] > 0 for t in result["trials"])

@@ -135,6 +135,8 @@ def test_plan(name):
     (job(sdk=MPI_2, hp={"jit_compile": "true"}), "'jit_compile': XLA cannot compile the training step of "
                                                   "distribution horovod"),
     (job(hosts=2, hp={"jit_compile": "true"}), "distribution parameter_server; turn it off"),
+    (job(sdk=MPI_2, hp={"tune_threads": "true"}), "'tune_threads': it tunes one process that owns its host"),
+    (job(mode="Pipe", hp={"tune_threads": "true"}), "this job is single in Pipe mode"),
 ])
 def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:

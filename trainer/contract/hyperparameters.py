@@ -276,6 +276,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("kmp_blocktime", "int", None, "KMP_BLOCKTIME in ms; auto: 1.",
          group="cpu", minimum=0, allow_auto=True),
     Spec("kmp_settings", "bool", False, "KMP_SETTINGS: print the OpenMP settings at start.", group="cpu"),
+    Spec("tune_threads", "bool", False, "Before training, measure thread and OpenMP settings on the job's "
+         "model and data (trainer tune) and train with the best; one-process modes, File mode.", group="cpu"),
+    Spec("tune_seconds", "float", 120.0, "Time budget of tune_threads' search.", group="cpu", minimum=10.0),
 )
 
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}

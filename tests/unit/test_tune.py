@@ -1,0 +1,58 @@
+"""The tuner's decisions: which values it tries, how the search moves, what it keeps."""
+import pytest
+
+from trainer import tune
+from trainer.cpu import DEFAULT_KMP_AFFINITY
+
+START = {"intra_op_threads": 2, "inter_op_threads": 2, "omp_num_threads": 1,
+         "kmp_affinity": DEFAULT_KMP_AFFINITY, "kmp_blocktime": 1}
+
+
+@pytest.mark.parametrize("cpus, cores, intra, inter, omp", [
+    (2, 1, [1, 2], [1, 2], [1, 2]),
+    (8, 4, [4, 8], [1, 2, 4], [1, 4, 8]),
+    (96, 48, [48, 96], [1, 2, 4], [1, 48, 96]),
+    (1, 1, [1], [1, 2], [1]),
+])
+def test_values_tried_follow_the_host(cpus, cores, intra, inter, omp):
+    values = dict(tune.knobs(cpus, cores))
+    assert values["intra_op_threads"] == intra and values["inter_op_threads"] == inter
+    assert values["omp_num_threads"] == omp
+    assert values["kmp_affinity"] == [DEFAULT_KMP_AFFINITY, "disabled"] and values["kmp_blocktime"] == [0, 1, 200]
+
+
+def rate_of(settings):
+    """A made-up speed: more OpenMP threads and no binding are faster; blocktime 200 slower."""
+    return (100 + 10 * settings["omp_num_threads"] + (5 if settings["kmp_affinity"] == "disabled" else 0)
+            - (20 if settings["kmp_blocktime"] == 200 else 0))
+
+
+def test_search_keeps_each_change_that_is_faster():
+    best, trials = tune.search(rate_of, START, tune.knobs(2, 1), deadline=float("inf"))
+    assert best == {**START, "omp_num_threads": 2, "kmp_affinity": "disabled"}
+    assert trials[0] == (START, rate_of(START))
+    assert len(trials) == 1 + 1 + 1 + 1 + 1 + 2  # the start, then each other value once
+
+
+def test_search_stops_at_its_deadline():
+    ticks = iter(range(100))
+    best, trials = tune.search(rate_of, START, tune.knobs(2, 1), deadline=2, clock=lambda: next(ticks))
+    assert len(trials) == 3  # the start and the trials begun before the clock read 2
+
+
+@pytest.mark.parametrize("start_rate, best_rate, kept", [
+    (100.0, 110.0, "best"),
+    (100.0, 102.0, "start"),  # within the noise margin: the starting settings stay
+    (100.0, 95.0, "start"),
+])
+def test_confirm_keeps_the_winner_only_by_a_margin(start_rate, best_rate, kept):
+    best = {**START, "kmp_blocktime": 0}
+    result, _, _ = tune.confirm(lambda s: best_rate if s == best else start_rate, START, best)
+    assert result == (best if kept == "best" else START)
+
+
+def test_probe_command_sets_openmp_in_the_environment():
+    command, env = tune.probe_command({**START, "kmp_affinity": "disabled"}, batch_size=512, steps=50)
+    assert env == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "disabled", "KMP_BLOCKTIME": "1", "KMP_SETTINGS": "0"}
+    assert command[1:] == ["-m", "trainer.tune", "probe", "--intra", "2", "--inter", "2", "--steps", "50",
+                           "--batch-size", "512"]

@@ -1,0 +1,215 @@
+"""Thread tuning (P17): measure CPU settings on the job's own model and data, keep the best.
+
+OpenMP reads OMP_NUM_THREADS and the KMP_* variables once, when TensorFlow loads, so each
+candidate is measured in a fresh process (`python -m trainer.tune probe`): a short
+training of the job's model on the job's File-mode training data, the first steps left
+out. The search changes one setting at a time from the job's own settings, keeping a
+change only when it is faster, within a time budget; the winner is then measured again
+side by side with the starting settings, and kept only if it is still faster by a margin
+(one noisy probe must not move a job off sound defaults).
+
+    trainer tune --channel training=data/train --seconds 120 [--batch-sizes 256,512,1024]
+
+`tune_threads=true` runs the same search at the start of a job and trains with the result.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+from trainer import cpu
+
+log = logging.getLogger("trainer")
+
+KEEP_MARGIN = 1.03  # the winner must beat the starting settings by 3% on the final, paired measure
+PROBE_STEPS = 150
+PROBE_TIMEOUT_SEC = 300
+
+
+def knobs(num_cpus: int, cores: int) -> list[tuple[str, list]]:
+    """Pure: each setting and the values tried for it, in the order the search visits them."""
+    def distinct(*values):
+        return sorted({max(1, v) for v in values})
+
+    return [
+        ("intra_op_threads", distinct(num_cpus, cores, num_cpus // 2)),
+        ("inter_op_threads", distinct(1, 2, 4 if num_cpus >= 8 else 1)),
+        ("omp_num_threads", distinct(cores, num_cpus, 1)),
+        ("kmp_affinity", [cpu.DEFAULT_KMP_AFFINITY, "disabled"]),
+        ("kmp_blocktime", [0, 1, 200]),
+    ]
+
+
+def settings_as_dict(settings: cpu.CpuSettings) -> dict:
+    return {"intra_op_threads": settings.intra_op_threads, "inter_op_threads": settings.inter_op_threads,
+            "omp_num_threads": settings.omp_num_threads, "kmp_affinity": settings.kmp_affinity,
+            "kmp_blocktime": settings.kmp_blocktime}
+
+
+def search(measure, start: dict, candidates: list[tuple[str, list]], deadline: float, clock=time.monotonic):
+    """Pure but for `measure` (settings -> samples/sec): one setting at a time from `start`.
+    Returns (best settings, trials as (settings, samples/sec) in the order measured)."""
+    best, best_rate = dict(start), measure(start)
+    trials = [(dict(start), best_rate)]
+    for name, values in candidates:
+        for value in values:
+            if value == best[name]:
+                continue
+            if clock() >= deadline:
+                return best, trials
+            trial = {**best, name: value}
+            rate = measure(trial)
+            trials.append((trial, rate))
+            if rate > best_rate:
+                best, best_rate = trial, rate
+    return best, trials
+
+
+def confirm(measure, start: dict, best: dict, rounds: int = 2) -> tuple[dict, float, float]:
+    """Measure both again, alternating; (the one to keep, its rate, the start's rate)."""
+    if best == start:
+        return start, 0.0, 0.0
+    rates = {"start": [], "best": []}
+    for _ in range(rounds):
+        rates["start"].append(measure(start))
+        rates["best"].append(measure(best))
+    start_rate, best_rate = (sum(v) / len(v) for v in (rates["start"], rates["best"]))
+    return (best, best_rate, start_rate) if best_rate > KEEP_MARGIN * start_rate else (start, start_rate, start_rate)
+
+
+def probe_command(settings: dict, batch_size: int | None = None, steps: int = PROBE_STEPS) -> tuple[list, dict]:
+    env = {"OMP_NUM_THREADS": str(settings["omp_num_threads"]), "KMP_AFFINITY": settings["kmp_affinity"],
+           "KMP_BLOCKTIME": str(settings["kmp_blocktime"]), "KMP_SETTINGS": "0"}
+    command = [sys.executable, "-m", "trainer.tune", "probe", "--intra", str(settings["intra_op_threads"]),
+               "--inter", str(settings["inter_op_threads"]), "--steps", str(steps)]
+    if batch_size:
+        command += ["--batch-size", str(batch_size)]
+    return command, env
+
+
+def measure_in_subprocess(base_dir: str, batch_size: int | None = None):
+    def measure(settings: dict) -> float:
+        command, env = probe_command(settings, batch_size)
+        done = subprocess.run(command, env={**os.environ, **env, "SAGEMAKER_BASE_DIR": base_dir},
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_SEC)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            raise RuntimeError(f"tuning probe failed (exit {done.returncode}): {done.stderr[-1500:]}")
+        return json.loads(lines[-1])["samples_per_sec"]
+    return measure
+
+
+def tuned(job, settings: cpu.CpuSettings, seconds: float) -> cpu.CpuSettings:
+    """The job's CPU settings after a bounded search (for tune_threads=true)."""
+    start = settings_as_dict(settings)
+    measure = measure_in_subprocess(job.base_dir)
+    began = time.monotonic()
+    best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores), began + seconds)
+    kept, kept_rate, start_rate = confirm(measure, start, best)
+    log.info("tune_threads: %d settings measured in %.0f s; %s", len(trials), time.monotonic() - began,
+             f"kept {kept} at {kept_rate:.0f} samples/s against {start_rate:.0f}" if kept != start
+             else "the job's own settings stay (nothing beat them by 3%)")
+    if kept == start:
+        return settings
+    sources = {**settings.sources, **{key: "tuned" for key in ("intra_op_threads", "inter_op_threads",
+                                                              "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME")}}
+    return dataclasses.replace(settings, intra_op_threads=kept["intra_op_threads"],
+                               inter_op_threads=kept["inter_op_threads"], omp_num_threads=kept["omp_num_threads"],
+                               kmp_affinity=kept["kmp_affinity"], kmp_blocktime=kept["kmp_blocktime"],
+                               sources=sources)
+
+
+def probe(args: argparse.Namespace) -> int:
+    """In a fresh process (OpenMP variables already in its environment): samples/sec of the
+    job's model on the job's training data."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter)
+    from trainer import hooks as user_hooks
+    from trainer.bench.common import fit_rate
+    from trainer.contract.job import base_dir_from_env, read_job
+    from trainer.models.optimizers import build_optimizer_state, learning_rate_for
+    from trainer.planner import make_plan
+    from trainer.training.run import Inputs
+
+    job = read_job(base_dir_from_env())
+    plan = make_plan(job)
+    batch_size = args.batch_size or job.hyperparameters.batch_size
+    hooks = user_hooks.resolve(job, learning_rate_for(plan))
+    model = hooks.model_fn()
+    model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy())
+    build_optimizer_state(model.optimizer, model.trainable_variables)
+    process = plan.on_host(job.current_host)[0]
+    dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0).repeat()
+    fit_rate(model, dataset, 10, batch_size)  # trace, fill the shuffle buffer
+    print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from trainer import localjob
+
+    sub = parser.add_subparsers(dest="tune_command")
+    probe_parser = sub.add_parser("probe", help=argparse.SUPPRESS)
+    probe_parser.add_argument("--intra", type=int, required=True)
+    probe_parser.add_argument("--inter", type=int, required=True)
+    probe_parser.add_argument("--steps", type=int, default=PROBE_STEPS)
+    probe_parser.add_argument("--batch-size", type=int)
+    localjob.add_job_arguments(parser)
+    parser.add_argument("--seconds", type=float, default=120.0, help="time budget of the search")
+    parser.add_argument("--batch-sizes", default="", help="also compare these batch sizes (best settings)")
+    parser.add_argument("--out", default=os.path.join("out", "tune"), help="folder for tune.json")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.tune_command == "probe":
+        return probe(args)
+    import tempfile
+
+    from trainer import localjob
+    from trainer.contract.job import read_job
+    from trainer.entry import setup_logging
+
+    setup_logging()
+    with tempfile.TemporaryDirectory(prefix="trainer-tune-") as folder:
+        local = localjob.LocalJob.from_args(args)
+        job_dir = local.lay_out(folder)[local.host_names[0]]
+        job = read_job(job_dir)
+        start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
+        measure = measure_in_subprocess(job_dir)
+        began = time.monotonic()
+        best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores), began + args.seconds)
+        kept, kept_rate, start_rate = confirm(measure, start, best)
+        batches = []
+        for batch_size in [int(b) for b in args.batch_sizes.split(",") if b]:
+            batches.append({"batch_size": batch_size,
+                            "samples_per_sec": measure_in_subprocess(job_dir, batch_size)(kept)})
+    result = {"start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
+              "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in trials],
+              "batch_sizes": batches, "seconds": round(time.monotonic() - began, 1)}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "tune.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    print("intra | inter | OMP_NUM_THREADS | KMP_AFFINITY | KMP_BLOCKTIME | samples/s")
+    for trial in result["trials"]:
+        print(" | ".join(str(trial[k]) for k in (*start, "samples_per_sec")))
+    verdict = ("the defaults stay: nothing beat them by 3% when measured again" if kept == start else
+               f"best: {kept} at {kept_rate:.0f} samples/s against the defaults' {start_rate:.0f}")
+    print(verdict)
+    for row in batches:
+        print(f"batch_size={row['batch_size']}: {row['samples_per_sec']:.0f} samples/s")
+    print("as hyperparameters: " + " ".join(f"{k}={v}" for k, v in kept.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    from trainer import cli
+
+    sys.exit(cli.main(["tune", *sys.argv[1:]]))
