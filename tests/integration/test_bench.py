@@ -64,3 +64,11 @@ def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
     assert set(models) == {"ours", "deepctr 0.9.4"}
     for row in models.values():
         assert row["samples_per_sec"] > 0 and 0.0 < row["eval_auc"] <= 1.0, row  # 16 steps: no skill asked
+
+
+def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
+    result, _ = bench(tmp_path, "build", "--steps", "30", "--rounds", "1", timeout=1800)
+    builds = {row["build"] for row in result["rows"]}
+    assert builds == {"intel-tensorflow 2.14.0", "tensorflow-cpu 2.14.1"}
+    assert len(result["rows"]) == 10 and all(row["samples_per_sec"] > 0 for row in result["rows"])
+    assert max(row["of_best"] for row in result["rows"]) == 1.0

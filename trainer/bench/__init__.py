@@ -20,6 +20,7 @@ BENCHMARKS = {
     "switches": "trainer.bench.switches",
     "peer": "trainer.bench.peer",
     "limit": "trainer.bench.limit",
+    "build": "trainer.bench.build",
 }
 
 

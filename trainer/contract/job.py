@@ -101,7 +101,7 @@ def _read_config(environment, name: str, reader) -> dict:
     return value
 
 
-def _physical_cores(cpus: set[int]) -> int:
+def physical_cores(cpus: set[int]) -> int:
     """Physical cores among the CPUs we may use (hyper-thread siblings count once)."""
     cores = set()
     for cpu in cpus:
@@ -177,7 +177,7 @@ def read_job(base_dir: str | None = None) -> Job:
         instance_type=env.current_instance_type,
         network_interface=env.network_interface_name,
         num_cpus=num_cpus,
-        num_physical_cores=min(num_cpus, _physical_cores(allowed_cpus)),
+        num_physical_cores=min(num_cpus, physical_cores(allowed_cpus)),
         num_gpus=int(os.environ.get("SM_NUM_GPUS", env.num_gpus)),
         channels=_channels(environment, input_data_config, os.path.join(environment.input_config_dir, "inputdataconfig.json")),
         hyperparameters=hyperparameters,

@@ -1,0 +1,113 @@
+"""Which TensorFlow build, with which OpenMP settings: the project's intel-tensorflow 2.14.0
+(oneDNN on Intel OpenMP) against stock tensorflow-cpu 2.14.1 (oneDNN on TensorFlow's own
+thread pool; bench-envs/tensorflow-cpu.txt, made by `./build.sh bench build`, which sets
+TRAINER_BENCH_TF_CPU_PYTHON), each under several KMP/OMP settings (P17).
+
+The step is the default DeepFM on cached input (no input cost). OpenMP reads its
+variables when TensorFlow loads, so every (build, settings) pair runs in its own process,
+in interleaved rounds (median round).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from trainer.bench.common import interleaved
+from trainer.cpu import DEFAULT_KMP_AFFINITY
+from trainer.errors import JobError
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def physical_cores() -> int:
+    from trainer.contract.job import physical_cores as count
+
+    return count(os.sched_getaffinity(0))
+
+
+def settings_cases() -> dict[str, dict]:
+    cores = physical_cores()
+    image = {"KMP_AFFINITY": DEFAULT_KMP_AFFINITY, "KMP_BLOCKTIME": "1", "OMP_NUM_THREADS": str(cores)}
+    return {
+        "image defaults": image,
+        "OMP_NUM_THREADS=1": {**image, "OMP_NUM_THREADS": "1"},
+        "KMP_BLOCKTIME=200": {**image, "KMP_BLOCKTIME": "200"},
+        "KMP_AFFINITY=disabled": {**image, "KMP_AFFINITY": "disabled"},
+        "nothing set": {},
+    }
+
+
+OPENMP_VARIABLES = ("KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "KMP_SETTINGS")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=300, help="timed steps per measure")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tf-cpu-python", default=os.environ.get("TRAINER_BENCH_TF_CPU_PYTHON"),
+                        help="python of the tensorflow-cpu environment (./build.sh bench build sets it)")
+    parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+
+
+def probe(steps: int) -> dict:
+    """In this process (its OpenMP environment already set): samples/sec of the step."""
+    import tensorflow as tf
+
+    from trainer.bench.common import default, default_model, fit_rate
+    from trainer.bench.switches import cached_batches
+
+    model, data = default_model(), cached_batches()
+    fit_rate(model, data, 20, default("batch_size"))
+    return {"samples_per_sec": fit_rate(model, data, steps, default("batch_size")), "tensorflow": tf.__version__}
+
+
+def measure(python: str, environment: dict, steps: int) -> float:
+    env = {key: value for key, value in os.environ.items() if key not in OPENMP_VARIABLES}
+    env.update(environment, PYTHONPATH=PROJECT_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([python, "-m", "trainer.bench.build", "--probe", "--steps", str(steps)], env=env,
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise JobError(f"bench build: the probe under {python} failed: {done.stderr[-2000:]}")
+    return json.loads(lines[-1])["samples_per_sec"]
+
+
+def run(args: argparse.Namespace) -> dict:
+    if not args.tf_cpu_python:
+        raise JobError("bench build needs the tensorflow-cpu environment: run it as ./build.sh bench build "
+                       "(or pass --tf-cpu-python)")
+    builds = {"intel-tensorflow 2.14.0": sys.executable, "tensorflow-cpu 2.14.1": args.tf_cpu_python}
+    cases = {(build, name): (python, environment) for build, python in builds.items()
+             for name, environment in settings_cases().items()}
+    rates = interleaved({key: (lambda python=python, environment=environment: measure(python, environment, args.steps))
+                         for key, (python, environment) in cases.items()}, args.rounds)
+    best = max(rates.values())
+    rows = [{"build": build, "settings": name, "environment": cases[(build, name)][1],
+             "samples_per_sec": round(rate, 1), "of_best": round(rate / best, 3)}
+            for (build, name), rate in rates.items()]
+    return {"benchmark": "build", "rows": rows, "steps": args.steps, "rounds": args.rounds}
+
+
+def table(result: dict) -> str:
+    lines = ["build | settings | samples/s | of the best", "--- | --- | --- | ---"]
+    for row in result["rows"]:
+        lines.append(f"{row['build']} | {row['settings']} | {row['samples_per_sec']:,.0f} | {row['of_best']:.2f}")
+    return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.report import Chart
+
+    labels = [f"{row['build'].split()[0]}: {row['settings']}" for row in result["rows"]]
+    return [Chart("build", "TensorFlow build and OpenMP settings (cached input)", "samples/s", labels,
+                  [row["samples_per_sec"] for row in result["rows"]],
+                  highlight=["intel-tensorflow: image defaults"])]
+
+
+if __name__ == "__main__":
+    probe_args = argparse.ArgumentParser()
+    add_arguments(probe_args)
+    parsed = probe_args.parse_args()
+    print(json.dumps(probe(parsed.steps)))
