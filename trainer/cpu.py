@@ -56,6 +56,11 @@ def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int =
     environ = os.environ if environ is None else environ
     vcpus = max(1, num_cpus // processes_per_host)
     cores = max(1, num_physical_cores // processes_per_host)
+    # One vCPU (and core) is left to the input pipeline and the runtime's own threads: the
+    # step's ops are small (batch x a few hundred), and threads that fight tf.data for the
+    # CPUs cost more than they add (`trainer bench build` and `trainer tune`, 2 vCPUs:
+    # intra 1 / OMP 1 ran 1.3x the speed of intra 2 / OMP 2).
+    compute_vcpus, compute_cores = max(1, vcpus - 1), max(1, cores - 1)
     sources = {}
 
     def pick(key, hp_name, env_name, default, convert=int):
@@ -74,10 +79,10 @@ def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int =
         return default
 
     return CpuSettings(
-        intra_op_threads=pick("intra_op_threads", "intra_op_threads", None, vcpus),
+        intra_op_threads=pick("intra_op_threads", "intra_op_threads", None, compute_vcpus),
         inter_op_threads=pick("inter_op_threads", "inter_op_threads", None,
                               min(DEFAULT_INTER_OP_THREADS, vcpus)),
-        omp_num_threads=pick("OMP_NUM_THREADS", "omp_num_threads", "OMP_NUM_THREADS", cores),
+        omp_num_threads=pick("OMP_NUM_THREADS", "omp_num_threads", "OMP_NUM_THREADS", compute_cores),
         kmp_affinity=pick("KMP_AFFINITY", "kmp_affinity", "KMP_AFFINITY", DEFAULT_KMP_AFFINITY, str),
         kmp_blocktime=pick("KMP_BLOCKTIME", "kmp_blocktime", "KMP_BLOCKTIME", DEFAULT_KMP_BLOCKTIME),
         kmp_settings=pick("KMP_SETTINGS", "kmp_settings", "KMP_SETTINGS", False,

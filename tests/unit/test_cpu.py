@@ -6,24 +6,25 @@ from trainer.contract.hyperparameters import parse_hyperparameters
 
 
 @pytest.mark.parametrize("cpus, cores, processes, hyper, environ, expected", [
-    # defaults from the machine: intra = vCPUs, OMP = physical cores, per process
-    (8, 4, 1, {}, {}, dict(intra_op_threads=8, inter_op_threads=2, omp_num_threads=4,
+    # defaults from the machine, per process: intra = vCPUs - 1, OMP = physical cores - 1
+    # (one left to the input pipeline), at least 1
+    (8, 4, 1, {}, {}, dict(intra_op_threads=7, inter_op_threads=2, omp_num_threads=3,
                           kmp_affinity="granularity=fine,compact,1,0", kmp_blocktime=1, kmp_settings=False)),
-    (2, 2, 1, {}, {}, dict(intra_op_threads=2, inter_op_threads=2, omp_num_threads=2)),
+    (2, 2, 1, {}, {}, dict(intra_op_threads=1, inter_op_threads=2, omp_num_threads=1)),
     (1, 1, 1, {}, {}, dict(intra_op_threads=1, inter_op_threads=1, omp_num_threads=1)),
-    (96, 48, 4, {}, {}, dict(intra_op_threads=24, omp_num_threads=12)),
+    (96, 48, 4, {}, {}, dict(intra_op_threads=23, omp_num_threads=11)),
     (4, 2, 8, {}, {}, dict(intra_op_threads=1, omp_num_threads=1)),
     # the image's ENV beats the defaults
     (8, 4, 1, {}, {"OMP_NUM_THREADS": "3", "KMP_AFFINITY": "disabled", "KMP_BLOCKTIME": "0", "KMP_SETTINGS": "1"},
      dict(omp_num_threads=3, kmp_affinity="disabled", kmp_blocktime=0, kmp_settings=True)),
-    (8, 4, 1, {}, {"OMP_NUM_THREADS": "many"}, dict(omp_num_threads=4)),
+    (8, 4, 1, {}, {"OMP_NUM_THREADS": "many"}, dict(omp_num_threads=3)),
     # hyperparameters beat both
     (8, 4, 1, {"intra_op_threads": "6", "inter_op_threads": "1", "omp_num_threads": "5",
                "kmp_affinity": "verbose,disabled", "kmp_blocktime": "200", "kmp_settings": "true"},
      {"OMP_NUM_THREADS": "3", "KMP_AFFINITY": "disabled"},
      dict(intra_op_threads=6, inter_op_threads=1, omp_num_threads=5, kmp_affinity="verbose,disabled",
           kmp_blocktime=200, kmp_settings=True)),
-    (8, 4, 1, {"intra_op_threads": "auto"}, {}, dict(intra_op_threads=8)),
+    (8, 4, 1, {"intra_op_threads": "auto"}, {}, dict(intra_op_threads=7)),
 ])
 def test_decide(cpus, cores, processes, hyper, environ, expected):
     settings = cpu.decide(parse_hyperparameters(hyper), cpus, cores, processes, environ)
@@ -36,10 +37,10 @@ def test_sources_are_reported():
     text = settings.describe()
     assert "intra_op_threads=3(hyperparameter)" in text
     assert "KMP_AFFINITY=disabled(environment)" in text
-    assert "OMP_NUM_THREADS=2(default)" in text
+    assert "OMP_NUM_THREADS=1(default)" in text
 
 
 def test_environment_variables():
     settings = cpu.decide(parse_hyperparameters({"kmp_blocktime": "5"}), 4, 2, 1, {})
-    assert settings.environment() == {"OMP_NUM_THREADS": "2", "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    assert settings.environment() == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "granularity=fine,compact,1,0",
                                       "KMP_BLOCKTIME": "5", "KMP_SETTINGS": "0"}

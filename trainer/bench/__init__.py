@@ -37,9 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from trainer.bench import report
+    from trainer.bench.common import apply_job_cpu_settings
     from trainer.entry import setup_logging
 
     setup_logging()
+    apply_job_cpu_settings()
     module = importlib.import_module(BENCHMARKS[args.benchmark])
     result = module.run(args)
     table = module.table(result)

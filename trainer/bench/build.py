@@ -16,27 +16,22 @@ import subprocess
 import sys
 
 from trainer.bench.common import interleaved
-from trainer.cpu import DEFAULT_KMP_AFFINITY
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def physical_cores() -> int:
-    from trainer.contract.job import physical_cores as count
-
-    return count(os.sched_getaffinity(0))
-
-
 def settings_cases() -> dict[str, dict]:
-    cores = physical_cores()
-    image = {"KMP_AFFINITY": DEFAULT_KMP_AFFINITY, "KMP_BLOCKTIME": "1", "OMP_NUM_THREADS": str(cores)}
+    """OpenMP environments to compare: a job's defaults here, and one change at a time."""
+    from trainer.bench.common import job_cpu_settings
+
+    job = {key: value for key, value in job_cpu_settings({}).environment().items() if key != "KMP_SETTINGS"}
     return {
-        "image defaults": image,
-        "OMP_NUM_THREADS=1": {**image, "OMP_NUM_THREADS": "1"},
-        "KMP_BLOCKTIME=200": {**image, "KMP_BLOCKTIME": "200"},
-        "KMP_AFFINITY=disabled": {**image, "KMP_AFFINITY": "disabled"},
-        "nothing set": {},
+        "job defaults": job,
+        "OMP_NUM_THREADS=1": {**job, "OMP_NUM_THREADS": "1"},
+        "KMP_BLOCKTIME=200": {**job, "KMP_BLOCKTIME": "200"},
+        "KMP_AFFINITY=disabled": {**job, "KMP_AFFINITY": "disabled"},
+        "nothing set": None,  # no OpenMP variable, TensorFlow's own thread counts
     }
 
 
@@ -49,13 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tf-cpu-python", default=os.environ.get("TRAINER_BENCH_TF_CPU_PYTHON"),
                         help="python of the tensorflow-cpu environment (./build.sh bench build sets it)")
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
 
 
-def probe(steps: int) -> dict:
-    """In this process (its OpenMP environment already set): samples/sec of the step."""
+def probe(steps: int, bare: bool) -> dict:
+    """In this process (its OpenMP environment already set): samples/sec of the step, with
+    a job's thread counts."""
+    from trainer.bench.common import apply_job_cpu_settings, default, default_model, fit_rate
+
+    if not bare:
+        apply_job_cpu_settings()
     import tensorflow as tf
 
-    from trainer.bench.common import default, default_model, fit_rate
     from trainer.bench.switches import cached_batches
 
     model, data = default_model(), cached_batches()
@@ -65,8 +65,9 @@ def probe(steps: int) -> dict:
 
 def measure(python: str, environment: dict, steps: int) -> float:
     env = {key: value for key, value in os.environ.items() if key not in OPENMP_VARIABLES}
-    env.update(environment, PYTHONPATH=PROJECT_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([python, "-m", "trainer.bench.build", "--probe", "--steps", str(steps)], env=env,
+    env.update(environment or {}, PYTHONPATH=PROJECT_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [python, "-m", "trainer.bench.build", "--probe", "--steps", str(steps)] + (["--bare"] if environment is None else [])
+    done = subprocess.run(command, env=env,
                           capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -103,11 +104,11 @@ def charts(result: dict):
     labels = [f"{row['build'].split()[0]}: {row['settings']}" for row in result["rows"]]
     return [Chart("build", "TensorFlow build and OpenMP settings (cached input)", "samples/s", labels,
                   [row["samples_per_sec"] for row in result["rows"]],
-                  highlight=["intel-tensorflow: image defaults"])]
+                  highlight=["intel-tensorflow: job defaults"])]
 
 
 if __name__ == "__main__":
     probe_args = argparse.ArgumentParser()
     add_arguments(probe_args)
     parsed = probe_args.parse_args()
-    print(json.dumps(probe(parsed.steps)))
+    print(json.dumps(probe(parsed.steps, parsed.bare)))

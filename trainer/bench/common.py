@@ -10,6 +10,26 @@ import time
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 
 
+def job_cpu_settings(environ=None):
+    """The CPU settings a one-process job would get on this machine (the environment's
+    OpenMP variables first, as in a job)."""
+    from trainer import cpu
+    from trainer.contract.hyperparameters import parse_hyperparameters
+    from trainer.contract.job import physical_cores
+
+    allowed = os.sched_getaffinity(0)
+    return cpu.decide(parse_hyperparameters({}), len(allowed), physical_cores(allowed), 1, environ)
+
+
+def apply_job_cpu_settings() -> None:
+    """Run this benchmark process as a job's training process runs: call before TensorFlow loads."""
+    from trainer import cpu
+
+    settings = job_cpu_settings()
+    cpu.apply_environment(settings)
+    cpu.apply_tensorflow_threads(settings)
+
+
 def default(name: str):
     return SPEC_BY_NAME[name].default
 

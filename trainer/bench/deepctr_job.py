@@ -6,7 +6,8 @@ categorical field (DeepCTR wants one vocabulary per field, as in its Criteo exam
 the 13 continuous fields as dense features, and trains with `model.fit` on NumPy arrays in
 memory (its documented input). The model matches the project's defaults where DeepCTR has
 the same knob (embedding 8, MLP 256-128-64, dropout 0.5, Adam at 0.001, batch 256);
-regularisation is DeepCTR's default. Speed is timed as the project times its own: from the
+regularisation is DeepCTR's default; thread and OpenMP settings are the ones the project's
+job gets on this machine. Speed is timed as the project times its own: from the
 end of each epoch's first step to the end of its last. Prints one JSON line.
 
     python -m trainer.bench.deepctr_job --train DIR --eval DIR --epochs 3
@@ -47,6 +48,9 @@ def main() -> int:
     parser.add_argument("--field-size", type=int, default=39)
     args = parser.parse_args()
 
+    from trainer.bench.common import apply_job_cpu_settings
+
+    apply_job_cpu_settings()  # the same thread and OpenMP settings as the project's job gets here
     import numpy as np
     import tensorflow as tf
     from deepctr.feature_column import DenseFeat, SparseFeat, get_feature_names

@@ -25,15 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=200_000)
     parser.add_argument("--eval-rows", type=int, default=50_000)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--feature-size", type=int, default=1_000_000,
+                        help="distinct ids of the generated data (the DeepFM sample has 117,581; Criteo's "
+                             "day logs, ids seen at least 10 times, about a million)")
     parser.add_argument("--deepctr-python", default=os.environ.get("TRAINER_BENCH_DEEPCTR_PYTHON"),
                         help="python of the DeepCTR environment (./build.sh bench peer sets it)")
 
 
-def ours(data: dict, epochs: int, folder: str) -> dict:
+def ours(data: dict, epochs: int, feature_size: int, folder: str) -> dict:
     from trainer import localjob
 
     job = localjob.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
-                            {"num_epochs": str(epochs)})
+                            {"num_epochs": str(epochs), "feature_size": str(feature_size)})
     job_dir, exit_code = localjob.run(job, os.path.join(folder, "ours"))
     if exit_code:
         raise JobError(f"bench peer: the project's job failed (exit {exit_code}); see {job_dir}/output/failure")
@@ -61,13 +64,15 @@ def run(args: argparse.Namespace) -> dict:
         raise JobError("bench peer needs DeepCTR's environment: run it as ./build.sh bench peer "
                        "(or pass --deepctr-python)")
     with tempfile.TemporaryDirectory(prefix="trainer-bench-peer-") as folder:
-        data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4)
-        rows = [{"model": "ours", **ours(data, args.epochs, folder)},
+        data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4,
+                                feature_size=args.feature_size)
+        rows = [{"model": "ours", **ours(data, args.epochs, args.feature_size, folder)},
                 {"model": "deepctr 0.9.4", **deepctr(args.deepctr_python, data, args.epochs)}]
     speedup = rows[0]["samples_per_sec"] / rows[1]["samples_per_sec"]
     return {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
             "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
-            "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs}
+            "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs,
+            "feature_size": args.feature_size}
 
 
 def table(result: dict) -> str:

@@ -265,11 +265,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
     # CPU (P17): auto values are derived from the job's CPUs at start and logged
-    Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process.",
+    Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process minus one (left to the input pipeline).",
          group="cpu", minimum=0, allow_auto=True),
     Spec("inter_op_threads", "int", None, "TensorFlow inter-op threads; auto: 2.",
          group="cpu", minimum=0, allow_auto=True),
-    Spec("omp_num_threads", "int", None, "OMP_NUM_THREADS for oneDNN; auto: physical cores per process.",
+    Spec("omp_num_threads", "int", None, "OMP_NUM_THREADS for oneDNN; auto: physical cores per process minus one.",
          group="cpu", minimum=1, allow_auto=True),
     Spec("kmp_affinity", "str", None, "KMP_AFFINITY; auto: granularity=fine,compact,1,0.",
          group="cpu", allow_auto=True),
