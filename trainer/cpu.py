@@ -58,8 +58,8 @@ def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int =
     cores = max(1, num_physical_cores // processes_per_host)
     # One vCPU (and core) is left to the input pipeline and the runtime's own threads: the
     # step's ops are small (batch x a few hundred), and threads that fight tf.data for the
-    # CPUs cost more than they add (`trainer bench build` and `trainer tune`, 2 vCPUs:
-    # intra 1 / OMP 1 ran 1.3x the speed of intra 2 / OMP 2).
+    # CPUs cost more than they add (`trainer tune` on 2 vCPUs, the real pipeline: intra 1 /
+    # OMP 1 ran 1.25x the speed of intra 2 / OMP 2).
     compute_vcpus, compute_cores = max(1, vcpus - 1), max(1, cores - 1)
     sources = {}
 

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 
@@ -94,28 +93,42 @@ def probe_command(settings: dict, batch_size: int | None = None, steps: int = PR
 
 
 def measure_in_subprocess(base_dir: str, batch_size: int | None = None):
+    from trainer.bench.common import json_result
+
     def measure(settings: dict) -> float:
         command, env = probe_command(settings, batch_size)
-        done = subprocess.run(command, env={**os.environ, **env, "SAGEMAKER_BASE_DIR": base_dir},
-                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_SEC)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode or not lines:
-            raise RuntimeError(f"tuning probe failed (exit {done.returncode}): {done.stderr[-1500:]}")
-        return json.loads(lines[-1])["samples_per_sec"]
+        return json_result(command, {**os.environ, **env, "SAGEMAKER_BASE_DIR": base_dir}, PROBE_TIMEOUT_SEC,
+                           "tuning probe")["samples_per_sec"]
     return measure
 
 
-def tuned(job, settings: cpu.CpuSettings, seconds: float) -> cpu.CpuSettings:
-    """The job's CPU settings after a bounded search (for tune_threads=true)."""
-    start = settings_as_dict(settings)
+@dataclasses.dataclass
+class Outcome:
+    start: dict
+    kept: dict
+    kept_rate: float  # 0 when nothing beat the start in the search (no re-measure)
+    start_rate: float
+    trials: list  # (settings, samples/sec) in the order measured
+    seconds: float
+
+
+def tune_job(job, start: dict, seconds: float) -> Outcome:
+    """Search from `start` on the job in `job.base_dir`, then confirm the winner."""
     measure = measure_in_subprocess(job.base_dir)
     began = time.monotonic()
     best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores), began + seconds)
     kept, kept_rate, start_rate = confirm(measure, start, best)
-    log.info("tune_threads: %d settings measured in %.0f s; %s", len(trials), time.monotonic() - began,
-             f"kept {kept} at {kept_rate:.0f} samples/s against {start_rate:.0f}" if kept != start
-             else "the job's own settings stay (nothing beat them by 3%)")
-    if kept == start:
+    return Outcome(start, kept, kept_rate, start_rate, trials, time.monotonic() - began)
+
+
+def tuned(job, settings: cpu.CpuSettings, seconds: float) -> cpu.CpuSettings:
+    """The job's CPU settings after a bounded search (for tune_threads=true)."""
+    outcome = tune_job(job, settings_as_dict(settings), seconds)
+    kept = outcome.kept
+    log.info("tune_threads: %d settings measured in %.0f s; %s", len(outcome.trials), outcome.seconds,
+             f"kept {kept} at {outcome.kept_rate:.0f} samples/s against {outcome.start_rate:.0f}"
+             if kept != outcome.start else "the job's own settings stay (nothing beat them by 3%)")
+    if kept == outcome.start:
         return settings
     sources = {**settings.sources, **{key: "tuned" for key in ("intra_op_threads", "inter_op_threads",
                                                               "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME")}}
@@ -183,17 +196,15 @@ def main(args: argparse.Namespace) -> int:
         job_dir = local.lay_out(folder)[local.host_names[0]]
         job = read_job(job_dir)
         start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
-        measure = measure_in_subprocess(job_dir)
-        began = time.monotonic()
-        best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores), began + args.seconds)
-        kept, kept_rate, start_rate = confirm(measure, start, best)
+        outcome = tune_job(job, start, args.seconds)
+        kept, kept_rate, start_rate = outcome.kept, outcome.kept_rate, outcome.start_rate
         batches = []
         for batch_size in [int(b) for b in args.batch_sizes.split(",") if b]:
             batches.append({"batch_size": batch_size,
                             "samples_per_sec": measure_in_subprocess(job_dir, batch_size)(kept)})
     result = {"start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
-              "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in trials],
-              "batch_sizes": batches, "seconds": round(time.monotonic() - began, 1)}
+              "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in outcome.trials],
+              "batch_sizes": batches, "seconds": round(outcome.seconds, 1)}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "tune.json"), "w") as f:
         json.dump(result, f, indent=2)

@@ -72,3 +72,18 @@ def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
     assert builds == {"intel-tensorflow 2.14.0", "tensorflow-cpu 2.14.1"}
     assert len(result["rows"]) == 10 and all(row["samples_per_sec"] > 0 for row in result["rows"])
     assert max(row["of_best"] for row in result["rows"]) == 1.0
+
+
+def test_optimizers(tmp_path):
+    result, _ = bench(tmp_path, "optimizers", "--optimizers", "adam,sgd", "--feature-sizes", "1000,10000",
+                      "--steps", "20", "--rounds", "1")
+    assert [row["optimizer"] for row in result["rows"]] == ["adam", "sgd"]
+    assert all(row["samples_per_sec@1000"] > 0 and row["samples_per_sec@10000"] > 0 for row in result["rows"])
+
+
+def test_modes_reads_each_jobs_metrics(tmp_path):
+    result, _ = bench(tmp_path, "modes", "--modes", "single,horovod", "--train-rows", "4000", "--eval-rows", "1000",
+                      "--epochs", "1")
+    rows = {row["mode"]: row for row in result["rows"]}
+    assert rows["single"]["world_size"] == 1 and rows["horovod"]["world_size"] == 2
+    assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in rows.values())

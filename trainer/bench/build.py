@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-from trainer.bench.common import interleaved
+from trainer.bench.common import interleaved, json_result
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,13 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def probe(steps: int, bare: bool) -> dict:
     """In this process (its OpenMP environment already set): samples/sec of the step, with
     a job's thread counts."""
-    from trainer.bench.common import apply_job_cpu_settings, default, default_model, fit_rate
+    from trainer.bench.common import apply_job_cpu_settings, cached_batches, default, default_model, fit_rate
 
     if not bare:
         apply_job_cpu_settings()
     import tensorflow as tf
-
-    from trainer.bench.switches import cached_batches
 
     model, data = default_model(), cached_batches()
     fit_rate(model, data, 20, default("batch_size"))
@@ -66,13 +63,10 @@ def probe(steps: int, bare: bool) -> dict:
 def measure(python: str, environment: dict, steps: int) -> float:
     env = {key: value for key, value in os.environ.items() if key not in OPENMP_VARIABLES}
     env.update(environment or {}, PYTHONPATH=PROJECT_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [python, "-m", "trainer.bench.build", "--probe", "--steps", str(steps)] + (["--bare"] if environment is None else [])
-    done = subprocess.run(command, env=env,
-                          capture_output=True, text=True, timeout=900)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise JobError(f"bench build: the probe under {python} failed: {done.stderr[-2000:]}")
-    return json.loads(lines[-1])["samples_per_sec"]
+    command = [python, "-m", "trainer.bench.build", "--probe", "--steps", str(steps)]
+    if environment is None:
+        command.append("--bare")
+    return json_result(command, env, 900, f"bench build: the probe under {python}")["samples_per_sec"]
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from trainer.bench.common import default, default_model, fit_rate, generated_input, interleaved
+from trainer.bench.common import default, default_model, fit_rate, generated_spec, interleaved, job_input
 
 CASES = ("ceiling", "tfrecord", "tfrecord-cached", "libsvm")
 
@@ -28,12 +28,13 @@ def run(args: argparse.Namespace) -> dict:
     batch_size = default("batch_size")
     cases = args.cases.split(",")
     with tempfile.TemporaryDirectory(prefix="trainer-bench-ceiling-") as folder:
-        tfrecord = generated_input(folder, args.rows, "tfrecord")
+        tfrecord = generated_spec(folder, args.rows, "tfrecord")
+        from_disk = job_input(tfrecord).dataset(0)
         datasets = {
-            "ceiling": tfrecord.dataset(0).take(1).cache().repeat(),
-            "tfrecord": tfrecord.dataset(0).repeat(),
-            "tfrecord-cached": generated_input(folder + "/cached", args.rows, "tfrecord", cache=True).dataset(0).repeat(),
-            "libsvm": generated_input(folder, args.rows, "libsvm").dataset(0).repeat(),
+            "ceiling": from_disk.take(1).cache().repeat(),
+            "tfrecord": from_disk.repeat(),
+            "tfrecord-cached": job_input(tfrecord, cache=True).dataset(0).repeat(),
+            "libsvm": job_input(generated_spec(folder, args.rows, "libsvm")).dataset(0).repeat(),
         }
         models = {}
         for name in cases:

@@ -49,47 +49,105 @@ def default_model(feature_size: int | None = None, optimizer: str | None = None,
     return model
 
 
-def generated_input(folder: str, rows: int, data_format: str = "tfrecord", files: int = 4, cache: bool = False,
-                    batch_size: int | None = None):
-    """`rows` generated records in `folder`, as the job's File-mode pipeline reads them."""
+def generated_spec(folder: str, rows: int, data_format: str = "tfrecord", files: int = 4):
+    """`rows` generated records in `folder`, as the InputSpec of a File-mode training channel."""
     from trainer.contract.job import Channel
     from trainer.data import datagen
-    from trainer.data.pipeline import EpochInput, InputSpec
-    from trainer.data.records import batch_parser
+    from trainer.data.pipeline import InputSpec
 
     data = datagen.generate(os.path.join(folder, data_format), rows, 0, files=files, data_format=data_format)
-    spec = InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", data["train"])], data_format)
-    return EpochInput(spec, batch_parser(data_format, default("field_size")), batch_size or default("batch_size"),
+    return InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", data["train"])], data_format)
+
+
+def job_input(spec, cache: bool = False, batch_size: int | None = None):
+    """The job's own pipeline (defaults) over `spec`."""
+    from trainer.data.pipeline import EpochInput
+    from trainer.data.records import batch_parser
+
+    return EpochInput(spec, batch_parser(spec.data_format, default("field_size")), batch_size or default("batch_size"),
                       default("shuffle_buffer"), seed=0, cache=cache)
 
 
-class _StepClock:
-    """Times training steps from the end of the first batch to the end of the last, as a
-    job's samples/sec does: fit's setup and the iterator's start (the shuffle buffer's
-    first fill) are left out, being once an epoch, not once a step."""
+def cached_batches(batches: int = 64, feature_size: int | None = None, batch_size: int | None = None):
+    """Generated batches held in memory, repeated: ids spread over the whole table (no input cost)."""
+    import numpy as np
+    import tensorflow as tf
+
+    batch_size = batch_size or default("batch_size")
+    rng = np.random.default_rng(0)
+    rows, fields = batches * batch_size, default("field_size")
+    ids = rng.integers(0, feature_size or default("feature_size"), (rows, fields))
+    values = rng.random((rows, fields), dtype=np.float32)
+    labels = (rng.random((rows, 1)) < 0.25).astype(np.float32)
+    return (tf.data.Dataset.from_tensor_slices(({"ids": ids, "values": values}, labels))
+            .batch(batch_size, drop_remainder=True).cache().repeat())
+
+
+class StepClock:
+    """Times training steps as a job's samples/sec does: in each epoch, from the end of its
+    first batch to the end of its last. fit's setup and the iterator's start (the shuffle
+    buffer's first fill) are left out, being once an epoch, not once a step. Needs only
+    TensorFlow: the DeepCTR environment uses it too."""
 
     def __init__(self):
         import tensorflow as tf
 
         clock = self
+        self.steps, self.seconds = 0, 0.0
 
         class Callback(tf.keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.first = self.last = None
+                self.batches = 0
+
             def on_train_batch_end(self, batch, logs=None):
                 now = time.perf_counter()
-                if clock.first is None:
-                    clock.first = now
-                clock.last, clock.steps = now, clock.steps + 1
+                self.first = self.first or now
+                self.last, self.batches = now, self.batches + 1
+
+            def on_epoch_end(self, epoch, logs=None):
+                clock.steps += self.batches - 1
+                clock.seconds += self.last - self.first
 
         self.callback = Callback()
-        self.first = self.last = None
-        self.steps = 0
+
+    def samples_per_sec(self, batch_size: int) -> float:
+        return self.steps * batch_size / self.seconds
 
 
 def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
     """Samples per second of Keras fit on `dataset` (repeated) over `steps` steps."""
-    clock = _StepClock()
+    clock = StepClock()
     model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock.callback])
-    return (clock.steps - 1) * batch_size / (clock.last - clock.first)
+    return clock.samples_per_sec(batch_size)
+
+
+def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
+    """Run a measuring process that prints its result as a JSON line; that result."""
+    import json
+    import subprocess
+
+    from trainer.errors import JobError
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise JobError(f"{what} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def local_job_metrics(job, folder: str) -> tuple[int, dict | None]:
+    """Run a `trainer local` job in `folder`; (exit code, the chief's metrics.json or None)."""
+    import json
+
+    from trainer import localjob
+
+    chief_dir, exit_code = localjob.run(job, folder)
+    path = os.path.join(chief_dir, "output", "data", "metrics.json")
+    if exit_code or not os.path.exists(path):
+        return exit_code, None
+    with open(path) as f:
+        return exit_code, json.load(f)
 
 
 def interleaved(cases: dict, rounds: int) -> dict:

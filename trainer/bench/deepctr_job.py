@@ -18,9 +18,8 @@ import argparse
 import glob
 import json
 import os
-import time
 
-CONTINUOUS = 13
+from trainer.data.records import CRITEO_CONTINUOUS
 
 
 def read_records(folder: str, field_size: int):
@@ -48,7 +47,7 @@ def main() -> int:
     parser.add_argument("--field-size", type=int, default=39)
     args = parser.parse_args()
 
-    from trainer.bench.common import apply_job_cpu_settings
+    from trainer.bench.common import StepClock, apply_job_cpu_settings
 
     apply_job_cpu_settings()  # the same thread and OpenMP settings as the project's job gets here
     import numpy as np
@@ -61,7 +60,7 @@ def main() -> int:
     columns, train_x, eval_x = [], {}, {}
     for field in range(args.field_size):
         name = f"f{field}"
-        if field < CONTINUOUS:
+        if field < CRITEO_CONTINUOUS:
             columns.append(DenseFeat(name, 1))
             train_x[name], eval_x[name] = train_values[:, field], eval_values[:, field]
         else:  # a LabelEncoder per field, fitted on all rows, as DeepCTR's examples do
@@ -74,29 +73,14 @@ def main() -> int:
     model = DeepFM(columns, columns, dnn_hidden_units=(256, 128, 64), dnn_dropout=0.5, task="binary")
     model.compile(tf.keras.optimizers.Adam(0.001), "binary_crossentropy")
 
-    timed = {"steps": 0, "seconds": 0.0}
-
-    class EpochClock(tf.keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.first = self.last = None
-            self.steps = 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            now = time.perf_counter()
-            self.first = self.first or now
-            self.last, self.steps = now, self.steps + 1
-
-        def on_epoch_end(self, epoch, logs=None):
-            timed["steps"] += self.steps - 1
-            timed["seconds"] += self.last - self.first
-
+    clock = StepClock()
     x = {name: train_x[name] for name in get_feature_names(columns)}
     model.fit(x, train_labels, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0,
-              callbacks=[EpochClock()])
+              callbacks=[clock.callback])
     predictions = model.predict({name: eval_x[name] for name in x}, batch_size=4096, verbose=0)
     auc = tf.keras.metrics.AUC(num_thresholds=1000)
     auc.update_state(eval_labels, predictions)
-    print(json.dumps({"samples_per_sec": timed["steps"] * args.batch_size / timed["seconds"],
+    print(json.dumps({"samples_per_sec": clock.samples_per_sec(args.batch_size),
                       "eval_auc": float(auc.result()), "parameters": int(model.count_params())}))
     return 0
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import tempfile
 import time
 
+from trainer.bench.common import generated_spec, interleaved
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 
 CASES = ("tfrecord-batch", "tfrecord-record", "libsvm-batch", "libsvm-record", "tfrecord-batch-cached",
@@ -48,14 +48,13 @@ def per_record_parser(data_format: str, field_size: int):
 
 
 class Case:
-    """One pipeline to time: `passes()` yields a fresh dataset per pass."""
+    """One pipeline to time: `next_pass()` gives the dataset of its next pass."""
 
-    def __init__(self, name: str, spec, args, feeder=None):
+    def __init__(self, name: str, spec, args):
         from trainer.data.pipeline import EpochInput, records
         from trainer.data.records import batch_parser
 
         self.name = name
-        self.feeder = feeder
         field_size = SPEC_BY_NAME["field_size"].default
         per_record = name.split("-")[1] == "record"
         self.input = EpochInput(spec, batch_parser(spec.data_format, field_size), args.batch_size,
@@ -86,47 +85,40 @@ def count_records(dataset) -> int:
     return records
 
 
+def records_per_sec(case: Case) -> float:
+    started = time.perf_counter()
+    return count_records(case.next_pass()) / (time.perf_counter() - started)
+
+
 def run(args: argparse.Namespace) -> dict:
-    from trainer.contract.job import Channel
-    from trainer.data import datagen
-    from trainer.data.pipeline import InputSpec
     from trainer.localjob import PipeFeeder
 
     cases = args.cases.split(",")
-    samples = {name: [] for name in cases}
     with tempfile.TemporaryDirectory(prefix="trainer-bench-input-") as folder:
-        data = {}
-        for data_format in ("tfrecord", "libsvm"):
-            generated = datagen.generate(os.path.join(folder, data_format), args.rows, 0, files=args.files,
-                                         data_format=data_format)
-            data[data_format] = generated["train"]
+        specs = {data_format: generated_spec(folder, args.rows, data_format, args.files)
+                 for data_format in ("tfrecord", "libsvm")}
         feeders = []
         built = {}
         for name in cases:
-            data_format = name.split("-")[0]
-            channel = Channel("training", "File", "FullyReplicated", "", data[data_format])
-            spec = InputSpec.for_channels([channel], data_format)
+            spec = specs[name.split("-")[0]]
             if name.endswith("pipe"):
                 fifo_prefix = os.path.join(folder, f"{name}-fifo", "training")
                 os.makedirs(os.path.dirname(fifo_prefix))
                 feeder = PipeFeeder(fifo_prefix, list(spec.files))
                 feeder.start()
                 feeders.append(feeder)
-                spec = dataclasses.replace(spec, channels=(dataclasses.replace(channel, input_mode="Pipe",
-                                                                               path=fifo_prefix),), files=())
+                pipe = dataclasses.replace(spec.channels[0], input_mode="Pipe", path=fifo_prefix)
+                spec = dataclasses.replace(spec, channels=(pipe,), files=())
             built[name] = Case(name, spec, args)
             if name.endswith("cached"):
                 count_records(built[name].next_pass())  # fills the cache: later passes read memory
         try:
-            for _ in range(args.rounds):
-                for name, case in built.items():
-                    started = time.perf_counter()
-                    records = count_records(case.next_pass())
-                    samples[name].append(records / (time.perf_counter() - started))
+            medians = interleaved({name: (lambda case=case: records_per_sec(case)) for name, case in built.items()},
+                                  args.rounds)
         finally:
             for feeder in feeders:
                 feeder.stop()
-    rows = [{"case": name, "records_per_sec": round(statistics.median(samples[name]), 1)} for name in cases]
+    rows = [{"case": name, "records_per_sec": round(medians[name], 1)} for name in cases]
     rates = {row["case"]: row["records_per_sec"] for row in rows}
     ratios = {}
     for data_format in ("tfrecord", "libsvm"):

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from trainer.bench.common import default, default_model, fit_rate, interleaved
-from trainer.bench.switches import cached_batches
+from trainer.bench.common import cached_batches, default, default_model, fit_rate, interleaved
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

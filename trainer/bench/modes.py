@@ -10,11 +10,11 @@ multi-process modes share the same two cores: compare them with that in mind.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 
 from trainer import localjob
+from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 
 MODES = {
@@ -44,12 +44,9 @@ def run(args: argparse.Namespace) -> dict:
             hyperparameters, hosts = MODES[mode]
             job = localjob.LocalJob(channels, {**hyperparameters, "num_epochs": str(args.epochs),
                                                "batch_size": str(args.batch_size)}, hosts=hosts)
-            chief_dir, exit_code = localjob.run(job, os.path.join(folder, mode))
+            exit_code, metrics = local_job_metrics(job, os.path.join(folder, mode))
             row = {"mode": mode, "hosts": hosts, "exit_code": exit_code}
-            metrics_path = os.path.join(chief_dir, "output", "data", "metrics.json")
-            if exit_code == 0 and os.path.exists(metrics_path):
-                with open(metrics_path) as f:
-                    metrics = json.load(f)
+            if metrics is not None:
                 row.update({key: metrics[key] for key in (
                     "train_samples_per_sec", "eval_auc", "steps", "world_size", "global_batch_size",
                     "train_seconds")})

@@ -9,9 +9,9 @@ figure is the median round.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
+from trainer.bench.common import cached_batches, interleaved
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 
 OPTIMIZERS = SPEC_BY_NAME["optimizer"].choices
@@ -29,7 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    import numpy as np
     import tensorflow as tf
 
     from trainer.models.deepfm import build_deepfm
@@ -38,16 +37,6 @@ def run(args: argparse.Namespace) -> dict:
     field_size = SPEC_BY_NAME["field_size"].default
     feature_sizes = [int(float(x)) for x in args.feature_sizes.split(",")]
     optimizers = args.optimizers.split(",") + (["keras_adam"] if args.keras_adam else [])
-    rng = np.random.default_rng(0)
-
-    def dataset(feature_size):
-        batches = 16
-        ids = rng.integers(0, feature_size, (batches * args.batch_size, field_size))
-        values = rng.random((batches * args.batch_size, field_size), dtype=np.float32)
-        labels = (rng.random((batches * args.batch_size, 1)) < 0.25).astype(np.float32)
-        return (tf.data.Dataset.from_tensor_slices(({"ids": ids, "values": values}, labels))
-                .batch(args.batch_size, drop_remainder=True).cache().repeat())
-
     configs = {}
     for name in optimizers:
         for feature_size in feature_sizes:
@@ -57,20 +46,20 @@ def run(args: argparse.Namespace) -> dict:
             optimizer = (tf.keras.optimizers.Adam(0.001) if name == "keras_adam"
                          else make_optimizer(name, 0.001))
             model.compile(optimizer=optimizer, loss="binary_crossentropy")
-            data = dataset(feature_size)
+            data = cached_batches(16, feature_size, args.batch_size)
             model.fit(data, steps_per_epoch=20, epochs=1, verbose=0)  # trace and warm up
             configs[(name, feature_size)] = (model, data)
 
-    samples = {key: [] for key in configs}
-    for _ in range(args.rounds):
-        for key, (model, data) in configs.items():
-            started = time.perf_counter()
-            model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-            samples[key].append(args.steps * args.batch_size / (time.perf_counter() - started))
+    def wall_clock_rate(model, data):
+        started = time.perf_counter()
+        model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+        return args.steps * args.batch_size / (time.perf_counter() - started)
 
+    medians = interleaved({key: (lambda model=model, data=data: wall_clock_rate(model, data))
+                           for key, (model, data) in configs.items()}, args.rounds)
     rows = []
     for name in optimizers:
-        rates = {fs: statistics.median(samples[(name, fs)]) for fs in feature_sizes}
+        rates = {fs: medians[(name, fs)] for fs in feature_sizes}
         rows.append({"optimizer": name, "default": name == DEFAULT,
                      **{f"samples_per_sec@{fs}": round(rate, 1) for fs, rate in rates.items()},
                      "ratio_largest_to_smallest": round(rates[feature_sizes[-1]] / rates[feature_sizes[0]], 3)})

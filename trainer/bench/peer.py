@@ -10,11 +10,10 @@ benchmark points that request at a closed local port, so it fails at once and th
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import tempfile
 
+from trainer.bench.common import json_result, local_job_metrics
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,11 +36,9 @@ def ours(data: dict, epochs: int, feature_size: int, folder: str) -> dict:
 
     job = localjob.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
                             {"num_epochs": str(epochs), "feature_size": str(feature_size)})
-    job_dir, exit_code = localjob.run(job, os.path.join(folder, "ours"))
-    if exit_code:
-        raise JobError(f"bench peer: the project's job failed (exit {exit_code}); see {job_dir}/output/failure")
-    with open(os.path.join(job_dir, "output", "data", "metrics.json")) as f:
-        metrics = json.load(f)
+    exit_code, metrics = local_job_metrics(job, os.path.join(folder, "ours"))
+    if metrics is None:
+        raise JobError(f"bench peer: the project's job failed (exit {exit_code}); see {folder}/ours/output/failure")
     return {"samples_per_sec": metrics["train_samples_per_sec"], "eval_auc": metrics["eval_auc"]}
 
 
@@ -49,12 +46,9 @@ def deepctr(python: str, data: dict, epochs: int) -> dict:
     env = {**os.environ, "PYTHONPATH": PROJECT_ROOT, "HTTPS_PROXY": CLOSED_PORT_PROXY,
            "HTTP_PROXY": CLOSED_PORT_PROXY, "https_proxy": CLOSED_PORT_PROXY, "http_proxy": CLOSED_PORT_PROXY,
            "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([python, "-m", "trainer.bench.deepctr_job", "--train", data["train"], "--eval", data["eval"],
-                           "--epochs", str(epochs)], env=env, capture_output=True, text=True, timeout=3600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise JobError(f"bench peer: DeepCTR's run failed (exit {done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(lines[-1])
+    command = [python, "-m", "trainer.bench.deepctr_job", "--train", data["train"], "--eval", data["eval"],
+               "--epochs", str(epochs)]
+    return json_result(command, env, 3600, "bench peer: DeepCTR's run")
 
 
 def run(args: argparse.Namespace) -> dict:

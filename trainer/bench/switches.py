@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from trainer.bench.common import default, default_model, fit_rate, interleaved
+from trainer.bench.common import cached_batches, default, default_model, fit_rate, interleaved
 
 CASES = {
     "float32": ("none", False),
@@ -25,20 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES))
-
-
-def cached_batches(batches: int = 64):
-    """Generated batches held in memory, repeated: ids over the whole table."""
-    import numpy as np
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-    rows, fields = batches * default("batch_size"), default("field_size")
-    ids = rng.integers(0, default("feature_size"), (rows, fields))
-    values = rng.random((rows, fields), dtype=np.float32)
-    labels = (rng.random((rows, 1)) < 0.25).astype(np.float32)
-    return (tf.data.Dataset.from_tensor_slices(({"ids": ids, "values": values}, labels))
-            .batch(default("batch_size"), drop_remainder=True).cache().repeat())
 
 
 def run(args: argparse.Namespace) -> dict:
