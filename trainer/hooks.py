@@ -6,7 +6,8 @@ A user module (hyperparameter `user_module`, or the script-mode `sagemaker_progr
     def model_fn(hyperparameters: dict) -> tf.keras.Model
         # outputs P(label = 1), shape [batch, 1]; its inputs are named like parse_fn's features
     def parse_fn(serialized: tf.Tensor, hyperparameters: dict) -> (features: dict, label)
-        # serialized: string[batch] of TFRecord records or libsvm lines, parsed as a batch
+        # serialized: string[n] of TFRecord records or libsvm lines (a window of the input,
+        # not a batch), parsed at once; every tensor returned has the record axis first
     def optimizer_fn(hyperparameters: dict) -> tf.keras optimizer
 
 What it leaves out falls back to the built-in DeepFM, its record layout and the sparse

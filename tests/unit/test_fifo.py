@@ -6,7 +6,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from trainer.data.fifo import fifo_dataset, line_chunks, tfrecord_chunks, wait_for_fifo
+from trainer.data.fifo import fifo_blocks, line_chunks, tfrecord_chunks, wait_for_fifo
 from trainer.errors import JobError
 from trainer.localjob import PipeFeeder
 
@@ -41,7 +41,7 @@ def test_tensorflow_reads_the_fifo_as_a_dataset(tmp_path):
     feeder.start()
     try:
         wait_for_fifo(str(tmp_path / "ch_0"), 10)
-        got = [r.numpy() for r in fifo_dataset(str(tmp_path / "ch_0"), "tfrecord")]
+        got = [r.numpy() for r in fifo_blocks(str(tmp_path / "ch_0"), "tfrecord").unbatch()]
     finally:
         feeder.stop()
         feeder.join(5)

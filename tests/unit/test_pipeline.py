@@ -64,6 +64,24 @@ def test_shards_partition_the_records(tmp_path, shards):
     assert sorted(seen) == list(range(total))
 
 
+@pytest.mark.parametrize("block_sizes, shards", [
+    ([128, 128, 37], 2),
+    ([5, 3, 7, 1], 3),
+    ([1, 1, 1], 4),  # fewer records than shards: one process gets none
+    ([200], 1),
+])
+def test_block_shards_match_record_shards(block_sizes, shards):
+    from trainer.data.pipeline import shard_blocks
+
+    stream = tf.range(sum(block_sizes), dtype=tf.int64)
+    blocks = tf.data.Dataset.from_tensor_slices(tf.RaggedTensor.from_row_lengths(stream, block_sizes))
+    blocks = blocks.map(lambda block: block)  # ragged rows -> 1-D tensors
+    records_ = tf.data.Dataset.from_tensor_slices(stream)
+    for index in range(shards):
+        got = [int(v) for v in shard_blocks(blocks, shards, index).unbatch()]
+        assert got == [int(v) for v in records_.shard(shards, index)]
+
+
 def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
     total = make_files(tmp_path / "data", 2, 100)
     spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
@@ -77,6 +95,25 @@ def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
         assert sorted(ids.tolist()) == list(range(total))
         orders.append(ids.tolist())
     assert orders[0] != orders[1]  # reshuffled every epoch
+
+
+@pytest.mark.parametrize("shuffle_buffer, batch_size, total", [
+    (0, 32, 200),      # no shuffle: the stream's order, batch by batch
+    (64, 32, 200),     # several windows; batches cross window edges
+    (1000, 32, 200),   # one window holds everything
+    (10, 32, 200),     # window smaller than a batch
+])
+def test_every_record_once_per_epoch_in_full_batches(tmp_path, shuffle_buffer, batch_size, total):
+    make_files(tmp_path / "data", 2, total // 2)
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
+    epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), batch_size, shuffle_buffer, seed=3)
+    sizes, ids = [], []
+    for features, labels in epoch_input.dataset(0):
+        sizes.append(int(labels.shape[0]))
+        ids += features["ids"].numpy()[:, 0].tolist()
+    assert sizes == [batch_size] * (total // batch_size) + [total % batch_size]
+    assert sorted(ids) == list(range(total))
+    assert (ids == list(range(total))) == (shuffle_buffer == 0)
 
 
 def test_cache_decision(tmp_path):

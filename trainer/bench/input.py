@@ -1,7 +1,8 @@
 """Records per second of the input pipeline alone (no training), side by side.
 
-TFRecord against libsvm text, a batch parsed at once (the project's pipeline: batch, then
-parse) against one record at a time (parse, then batch), File against Pipe mode (a FIFO
+TFRecord against libsvm text, many records parsed at once (the project's pipeline: a window
+of `shuffle_buffer` records parsed in one call, in blocks end to end) against one record at a
+time (shuffle, parse each, then batch), File against Pipe mode (a FIFO
 fed as SageMaker's agent does, read by the project's reader), and a cached pass (P18, P19,
 P24). Every case iterates the same generated data through the same pipeline code as a job
 (shuffle buffer and batch size of the defaults); the cases run in interleaved rounds and

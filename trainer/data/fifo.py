@@ -100,10 +100,11 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
         yield chunk
 
 
-def fifo_dataset(path: str, data_format: str):
-    """A tf.data.Dataset of the serialized records streamed through the FIFO `path`."""
+def fifo_blocks(path: str, data_format: str):
+    """A tf.data.Dataset of the serialized records streamed through the FIFO `path`, in
+    blocks (1-D string tensors) as the pipeline takes them."""
     import tensorflow as tf
 
     chunks = tfrecord_chunks if data_format == "tfrecord" else line_chunks
     return tf.data.Dataset.from_generator(
-        lambda: chunks(path), output_signature=tf.TensorSpec([None], tf.string)).unbatch()
+        lambda: chunks(path), output_signature=tf.TensorSpec([None], tf.string))

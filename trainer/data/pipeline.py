@@ -1,9 +1,15 @@
-"""Input pipelines: what one process reads each epoch, in the order of P18.
+"""Input pipelines: what one process reads each epoch, in the order of P18, vectorised.
 
-files -> interleave (parallel, deterministic, in blocks of records) -> shard -> cache ->
-shuffle -> batch -> map(parse a whole batch) -> prefetch. The epoch loop iterates the dataset once per epoch
-(that is the `repeat`): in File mode the same dataset object is reused, so its cache
-fills on the first pass and serves the rest; in Pipe mode each epoch reads a new FIFO.
+files -> interleave (parallel, deterministic, in blocks of records) -> shard -> windows of
+`shuffle_buffer` records -> map(parse a whole window) -> cache -> shuffle each window ->
+batch -> prefetch. Records travel in blocks and windows, never one at a time: tf.data pays
+its per-element cost (a few microseconds of thread hand-off, buffer and batch bookkeeping)
+once a block, which is what keeps the input off a CPU step's critical path (`trainer bench
+ceiling`). Parsing comes before the cache, so later epochs parse nothing.
+
+The epoch loop iterates the dataset once per epoch (that is the `repeat`): in File mode the
+same dataset object is reused, so its cache fills on the first pass and serves the rest; in
+Pipe mode each epoch reads a new FIFO.
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from trainer.contract.job import Channel
-from trainer.data.fifo import fifo_dataset, wait_for_fifo
+from trainer.data.fifo import fifo_blocks, wait_for_fifo
 from trainer.data.records import FORMATS, format_of_path
 from trainer.errors import JobError
 
@@ -98,13 +104,11 @@ class InputSpec:
         return sum(os.path.getsize(f) for f in self.files)
 
 
-def _file_records(spec: InputSpec):
+def _file_blocks(spec: InputSpec):
     import tensorflow as tf
 
-    # Files are read in parallel (P19: it pays on network storage), but the parallel
-    # interleave hands its elements between threads one at a time: blocks of records cross
-    # instead of single records, so that cost is paid once a block, and are split again
-    # before the shard.
+    # Files are read in parallel (P19: it pays on network storage), in blocks of records:
+    # the parallel interleave hands its elements between threads one at a time.
     def read(path):
         if spec.data_format == "tfrecord":
             records_ = tf.data.TFRecordDataset(path, buffer_size=1 << 20)
@@ -121,9 +125,8 @@ def _file_records(spec: InputSpec):
         cycle_length = min(len(spec.files), MAX_PARALLEL_FILE_READS)
     # Deterministic so that every process sees the same order and the record-level shard
     # below gives each record to exactly one process.
-    blocks = files.interleave(read, cycle_length=cycle_length, num_parallel_calls=tf.data.AUTOTUNE,
-                              deterministic=True)
-    return blocks.unbatch()
+    return files.interleave(read, cycle_length=cycle_length, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True)
 
 
 def pipe_reader(requested: str = "auto") -> str:
@@ -156,28 +159,47 @@ def _pipe_mode_dataset(channel: Channel, data_format: str):
                            config_dir=os.path.join(os.path.dirname(data_dir), "config"))
 
 
-def _pipe_records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
+def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
     dataset = None
     for channel in spec.channels:
         path = channel.fifo_path(pipe_epoch)
         wait_for_fifo(path, pipe_wait_sec)  # AWS's reader would wait for ever
         if reader == "pipemodedataset":
-            stream = _pipe_mode_dataset(channel, spec.data_format)
+            stream = _pipe_mode_dataset(channel, spec.data_format).batch(READ_BLOCK_RECORDS)
         else:
-            stream = fifo_dataset(path, spec.data_format)
+            stream = fifo_blocks(path, spec.data_format)
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 
 
-def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
-    """The serialized records this process reads in one epoch (sharded, not yet batched)."""
+def shard_blocks(blocks, shard_count: int, shard_index: int):
+    """Record k of the stream to process k % shard_count, as Dataset.shard does record by
+    record, but a block at a time (tf.data's shard works on whole elements)."""
+    import tensorflow as tf
+
+    def keep(offset, block):
+        size = tf.shape(block, out_type=tf.int64)[0]
+        position = offset + tf.range(size, dtype=tf.int64)
+        return offset + size, tf.boolean_mask(block, position % shard_count == shard_index)
+
+    return blocks.scan(tf.constant(0, tf.int64), keep).filter(lambda block: tf.size(block) > 0)
+
+
+def record_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
+    """The serialized records this process reads in one epoch (sharded), in blocks: a dataset
+    of 1-D string tensors of up to READ_BLOCK_RECORDS records each."""
     if spec.is_pipe:
-        dataset = _pipe_records(spec, pipe_epoch, pipe_wait_sec, reader)
+        blocks = _pipe_blocks(spec, pipe_epoch, pipe_wait_sec, reader)
     else:
-        dataset = _file_records(spec)
+        blocks = _file_blocks(spec)
     if spec.shard_count > 1:
-        dataset = dataset.shard(spec.shard_count, spec.shard_index)
-    return dataset
+        blocks = shard_blocks(blocks, spec.shard_count, spec.shard_index)
+    return blocks
+
+
+def records(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
+    """The same records one at a time."""
+    return record_blocks(spec, pipe_epoch, pipe_wait_sec, reader).unbatch()
 
 
 def should_cache(setting: str, spec: InputSpec, processes_per_host: int = 1) -> bool:
@@ -209,20 +231,38 @@ class EpochInput:
         """The dataset for one pass; `pipe_epoch` counts this run's passes over the channel."""
         if not self.spec.is_pipe:
             if self._file_dataset is None:
-                self._file_dataset = self._build(records(self.spec, 0, self.pipe_wait_sec), self.seed)
+                self._file_dataset = self._build(record_blocks(self.spec, 0, self.pipe_wait_sec), self.seed)
             return self._file_dataset
         # A new dataset per pass: vary the seed, or every epoch would get the same order.
         seed = None if self.seed is None else self.seed + pipe_epoch
-        return self._build(records(self.spec, pipe_epoch, self.pipe_wait_sec, self.reader), seed)
+        return self._build(record_blocks(self.spec, pipe_epoch, self.pipe_wait_sec, self.reader), seed)
 
-    def _build(self, dataset, seed):
+    def _build(self, blocks, seed):
         import tensorflow as tf
 
+        window = max(self.shuffle_buffer, self.batch_size)
+        dataset = blocks.rebatch(window).map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
         if self.cache:
             dataset = dataset.cache()
         if self.shuffle_buffer:
-            dataset = dataset.shuffle(self.shuffle_buffer, seed=seed,
-                                      reshuffle_each_iteration=True)
-        dataset = dataset.batch(self.batch_size)
-        dataset = dataset.map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+            dataset = shuffle_windows(dataset, seed)
+        return dataset.rebatch(self.batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def shuffle_windows(windows, seed):
+    """Each parsed window in a new random order every pass.
+
+    Dataset.shuffle does this record by record through a buffer (its per-element cost is
+    what this pipeline avoids); here one gather per window. A record stays in its window,
+    as in a shuffle buffer of that size it stays near its place in the stream.
+    """
+    import tensorflow as tf
+
+    def permute(window, window_seed):
+        count = tf.shape(tf.nest.flatten(window)[0])[0]
+        order = tf.random.experimental.stateless_shuffle(tf.range(count), seed=window_seed)
+        return tf.nest.map_structure(lambda tensor: tf.gather(tensor, order), window)
+
+    # Seeds drawn anew on every pass over the dataset (reproducible from `seed`).
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    return tf.data.Dataset.zip((windows, seeds)).map(permute, num_parallel_calls=tf.data.AUTOTUNE)
