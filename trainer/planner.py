@@ -73,6 +73,7 @@ class Plan:
     world_size: int  # training processes in the job
     replicas_per_process: int
     batch_size: int  # per replica (P7: not scaled)
+    steps_per_execution: int
     global_batch_size: int
     learning_rate: float  # base rate times learning_rate_scale
     learning_rate_scale: float
@@ -281,6 +282,28 @@ def _launch(job: Job, mode: str, per_host: int) -> Launch:
     return Launch("in_process")
 
 
+STEPS_PER_EXECUTION = 32
+
+
+def steps_per_execution(hp, mode: str) -> int:
+    """Keras' steps_per_execution: Python's and the dispatch's cost per step paid once per
+    call. Only where a pass may end inside a call: one process, or Horovod (whose ranks pad
+    their data and agree when an epoch ends, equal_steps). Replicas of a strategy would
+    reach the end of their data at different steps inside the call and mismatch their
+    collectives; a parameter-server step is a remote closure; a profiler window counts calls."""
+    if mode not in (SINGLE, HOROVOD):
+        if (hp.steps_per_execution or 1) > 1:
+            raise JobError(f"hyperparameter 'steps_per_execution': distribution {mode} runs one step per call "
+                           "(its replicas could reach the end of their data at different steps inside a call); "
+                           "set it to 1, or use single or horovod")
+        return 1
+    if hp.steps_per_execution is not None:
+        return hp.steps_per_execution
+    if hp.profile_steps is not None:
+        return 1
+    return min(STEPS_PER_EXECUTION, hp.log_steps)
+
+
 def make_plan(job: Job) -> Plan:
     hp = job.hyperparameters
     mode, reason = choose_mode(job)
@@ -347,6 +370,7 @@ def make_plan(job: Job) -> Plan:
         mode=mode, reason=reason, hosts=job.hosts, current_host=job.current_host,
         input_mode=channels[0].input_mode, processes_per_host=per_host, world_size=world,
         replicas_per_process=replicas, batch_size=hp.batch_size,
+        steps_per_execution=steps_per_execution(hp, mode),
         global_batch_size=hp.batch_size * world * replicas,
         learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
         warmup_steps=hp.warmup_steps if scale > 1 else 0,

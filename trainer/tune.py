@@ -157,11 +157,12 @@ def probe(args: argparse.Namespace) -> int:
     batch_size = args.batch_size or job.hyperparameters.batch_size
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     model = hooks.model_fn()
-    model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy())
+    model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy(),
+                  steps_per_execution=plan.steps_per_execution)
     build_optimizer_state(model.optimizer, model.trainable_variables)
     process = plan.on_host(job.current_host)[0]
     dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0).repeat()
-    fit_rate(model, dataset, 10, batch_size)  # trace, fill the shuffle buffer
+    fit_rate(model, dataset, 2 * plan.steps_per_execution, batch_size)  # trace, fill the first window
     print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))
     return 0
 

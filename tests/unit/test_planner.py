@@ -137,11 +137,27 @@ def test_plan(name):
     (job(hosts=2, hp={"jit_compile": "true"}), "distribution parameter_server; turn it off"),
     (job(sdk=MPI_2, hp={"tune_threads": "true"}), "'tune_threads': it tunes one process that owns its host"),
     (job(mode="Pipe", hp={"tune_threads": "true"}), "this job is single in Pipe mode"),
+    (job(hp={"distribution": "tower", "steps_per_execution": "8"}), "'steps_per_execution': distribution tower"),
+    (job(hosts=2, hp={"steps_per_execution": "8"}), "distribution parameter_server runs one step per call"),
 ])
 def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:
         make_plan(the_job)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("the_job, expected", [
+    (job(), 32),                                                   # the default
+    (job(sdk=MPI_2), 32),                                          # horovod: collectives inside the loop
+    (job(hp={"log_steps": "10"}), 10),                             # no more steps than one log line
+    (job(hp={"profile_steps": "5,8"}), 1),                         # the profiler counts calls
+    (job(hosts=2), 1),                                             # parameter_server: remote closures
+    (job(hp={"distribution": "mirrored"}), 1),                     # replicas end their data apart
+    (job(hp={"steps_per_execution": "4"}), 4),                     # asked for
+    (job(sdk=MPI_2, hp={"steps_per_execution": "1", "log_steps": "10"}), 1),
+])
+def test_steps_per_execution(the_job, expected):
+    assert make_plan(the_job).steps_per_execution == expected
 
 
 def test_mpirun_command_for_cpu_workers():

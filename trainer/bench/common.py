@@ -35,16 +35,20 @@ def default(name: str):
 
 
 def default_model(feature_size: int | None = None, optimizer: str | None = None, **compile_options):
-    """DeepFM with the job's default hyperparameters, compiled as `train` compiles it."""
+    """DeepFM with the job's default hyperparameters, compiled as `train` compiles it for a
+    one-process job."""
     import tensorflow as tf
 
+    from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.models.deepfm import build_deepfm
     from trainer.models.optimizers import build_optimizer_state, make_optimizer
+    from trainer.planner import SINGLE, steps_per_execution
 
     model = build_deepfm(default("field_size"), feature_size or default("feature_size"), default("embedding_size"),
                          default("deep_layers"), default("dropout"), default("l2_reg"), seed=0)
     model.compile(optimizer=make_optimizer(optimizer or default("optimizer"), default("learning_rate")),
-                  loss=tf.keras.losses.BinaryCrossentropy(), **compile_options)
+                  loss=tf.keras.losses.BinaryCrossentropy(),
+                  **{"steps_per_execution": steps_per_execution(parse_hyperparameters({}), SINGLE), **compile_options})
     build_optimizer_state(model.optimizer, model.trainable_variables)
     return model
 
@@ -85,9 +89,10 @@ def cached_batches(batches: int = 64, feature_size: int | None = None, batch_siz
 
 class StepClock:
     """Times training steps as a job's samples/sec does: in each epoch, from the end of its
-    first batch to the end of its last. fit's setup and the iterator's start (the shuffle
-    buffer's first fill) are left out, being once an epoch, not once a step. Needs only
-    TensorFlow: the DeepCTR environment uses it too."""
+    first call to the end of its last, steps counted as the optimizer's updates (Keras calls
+    back once per steps_per_execution steps). fit's setup, tracing and the iterator's start
+    are left out, being once an epoch, not once a step. Needs only TensorFlow: the DeepCTR
+    environment uses it too."""
 
     def __init__(self):
         import tensorflow as tf
@@ -98,27 +103,32 @@ class StepClock:
         class Callback(tf.keras.callbacks.Callback):
             def on_epoch_begin(self, epoch, logs=None):
                 self.first = self.last = None
-                self.batches = 0
 
             def on_train_batch_end(self, batch, logs=None):
-                now = time.perf_counter()
-                self.first = self.first or now
-                self.last, self.batches = now, self.batches + 1
+                mark = (time.perf_counter(), int(self.model.optimizer.iterations.numpy()))
+                if self.first is None:
+                    self.first = mark
+                else:
+                    self.last = mark
 
             def on_epoch_end(self, epoch, logs=None):
-                clock.steps += self.batches - 1
-                clock.seconds += self.last - self.first
+                if self.last is not None:
+                    clock.steps += self.last[1] - self.first[1]
+                    clock.seconds += self.last[0] - self.first[0]
 
         self.callback = Callback()
 
     def samples_per_sec(self, batch_size: int) -> float:
-        return self.steps * batch_size / self.seconds
+        return self.steps * batch_size / self.seconds if self.seconds else 0.0  # 0: one call, none timed
 
 
 def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
-    """Samples per second of Keras fit on `dataset` (repeated) over `steps` steps."""
+    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps (one
+    call of steps_per_execution steps more runs first, untimed)."""
     clock = StepClock()
-    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock.callback])
+    # Keras keeps compile's steps_per_execution in this variable (no public accessor).
+    first_call = int(model._steps_per_execution.numpy())
+    model.fit(dataset, steps_per_epoch=steps + first_call, epochs=1, verbose=0, callbacks=[clock.callback])
     return clock.samples_per_sec(batch_size)
 
 

@@ -5,12 +5,13 @@ PYTHONPATH: it reads the same TFRecord files as the project's run, label-encodes
 categorical field (DeepCTR wants one vocabulary per field, as in its Criteo example), passes
 the 13 continuous fields as dense features, and trains with `model.fit` on NumPy arrays in
 memory (its documented input). The model matches the project's defaults where DeepCTR has
-the same knob (embedding 8, MLP 256-128-64, dropout 0.5, Adam at 0.001, batch 256);
+the same knob (embedding 8, MLP 256-128-64, dropout 0.5, batch 256, the optimizer and
+learning rate given: Keras' own, as DeepCTR's users compile it);
 regularisation is DeepCTR's default; thread and OpenMP settings are the ones the project's
 job gets on this machine. Speed is timed as the project times its own: from the
 end of each epoch's first step to the end of its last. Prints one JSON line.
 
-    python -m trainer.bench.deepctr_job --train DIR --eval DIR --epochs 3
+    python -m trainer.bench.deepctr_job --train DIR --eval DIR --epochs 3 --optimizer adam --learning-rate 0.001
 """
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ import json
 import os
 
 from trainer.data.records import CRITEO_CONTINUOUS
+
+# Keras' optimizers by the project's names (Adagrad's first accumulator as the project's).
+OPTIMIZERS = {
+    "adam": lambda tf, rate: tf.keras.optimizers.Adam(rate),
+    "adagrad": lambda tf, rate: tf.keras.optimizers.Adagrad(rate, initial_accumulator_value=0.1),
+    "ftrl": lambda tf, rate: tf.keras.optimizers.Ftrl(rate),
+    "sgd": lambda tf, rate: tf.keras.optimizers.SGD(rate),
+    "momentum": lambda tf, rate: tf.keras.optimizers.SGD(rate, momentum=0.95),
+}
 
 
 def read_records(folder: str, field_size: int):
@@ -45,6 +55,8 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--field-size", type=int, default=39)
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
+    parser.add_argument("--learning-rate", type=float, default=0.001)
     args = parser.parse_args()
 
     from trainer.bench.common import StepClock, apply_job_cpu_settings
@@ -71,7 +83,7 @@ def main() -> int:
 
     tf.keras.utils.set_random_seed(42)
     model = DeepFM(columns, columns, dnn_hidden_units=(256, 128, 64), dnn_dropout=0.5, task="binary")
-    model.compile(tf.keras.optimizers.Adam(0.001), "binary_crossentropy")
+    model.compile(OPTIMIZERS[args.optimizer](tf, args.learning_rate), "binary_crossentropy")
 
     clock = StepClock()
     x = {name: train_x[name] for name in get_feature_names(columns)}

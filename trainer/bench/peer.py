@@ -1,5 +1,6 @@
 """The project's DeepFM against DeepCTR's (deepctr 0.9.4, the DeepFM most users train), on
-the same generated data, epochs and batch size: training samples/sec and eval AUC.
+the same generated data, epochs, batch size, optimizer and learning rate: training
+samples/sec and eval AUC.
 
 Ours is a real job (`trainer local`, defaults, File mode). DeepCTR runs in its own
 environment (bench-envs/deepctr.txt; `./build.sh bench peer` makes it and sets
@@ -14,6 +15,7 @@ import os
 import tempfile
 
 from trainer.bench.common import json_result, local_job_metrics
+from trainer.contract.hyperparameters import SPEC_BY_NAME
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,27 +29,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-size", type=int, default=1_000_000,
                         help="distinct ids of the generated data (the DeepFM sample has 117,581; Criteo's "
                              "day logs, ids seen at least 10 times, about a million)")
+    parser.add_argument("--optimizer", default=SPEC_BY_NAME["optimizer"].default,
+                        choices=SPEC_BY_NAME["optimizer"].choices, help="for both")
+    parser.add_argument("--learning-rate", type=float, default=SPEC_BY_NAME["learning_rate"].default,
+                        help="for both")
     parser.add_argument("--deepctr-python", default=os.environ.get("TRAINER_BENCH_DEEPCTR_PYTHON"),
                         help="python of the DeepCTR environment (./build.sh bench peer sets it)")
 
 
-def ours(data: dict, epochs: int, feature_size: int, folder: str) -> dict:
+def ours(data: dict, args: argparse.Namespace, folder: str) -> dict:
     from trainer import localjob
 
     job = localjob.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
-                            {"num_epochs": str(epochs), "feature_size": str(feature_size)})
+                            {"num_epochs": str(args.epochs), "feature_size": str(args.feature_size),
+                             "optimizer": args.optimizer, "learning_rate": str(args.learning_rate)})
     exit_code, metrics = local_job_metrics(job, os.path.join(folder, "ours"))
     if metrics is None:
         raise JobError(f"bench peer: the project's job failed (exit {exit_code}); see {folder}/ours/output/failure")
     return {"samples_per_sec": metrics["train_samples_per_sec"], "eval_auc": metrics["eval_auc"]}
 
 
-def deepctr(python: str, data: dict, epochs: int) -> dict:
+def deepctr(python: str, data: dict, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": PROJECT_ROOT, "HTTPS_PROXY": CLOSED_PORT_PROXY,
            "HTTP_PROXY": CLOSED_PORT_PROXY, "https_proxy": CLOSED_PORT_PROXY, "http_proxy": CLOSED_PORT_PROXY,
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     command = [python, "-m", "trainer.bench.deepctr_job", "--train", data["train"], "--eval", data["eval"],
-               "--epochs", str(epochs)]
+               "--epochs", str(args.epochs), "--optimizer", args.optimizer, "--learning-rate", str(args.learning_rate)]
     return json_result(command, env, 3600, "bench peer: DeepCTR's run")
 
 
@@ -60,13 +67,13 @@ def run(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="trainer-bench-peer-") as folder:
         data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4,
                                 feature_size=args.feature_size)
-        rows = [{"model": "ours", **ours(data, args.epochs, args.feature_size, folder)},
-                {"model": "deepctr 0.9.4", **deepctr(args.deepctr_python, data, args.epochs)}]
+        rows = [{"model": "ours", **ours(data, args, folder)},
+                {"model": "deepctr 0.9.4", **deepctr(args.deepctr_python, data, args)}]
     speedup = rows[0]["samples_per_sec"] / rows[1]["samples_per_sec"]
     return {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
             "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
             "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs,
-            "feature_size": args.feature_size}
+            "feature_size": args.feature_size, "optimizer": args.optimizer, "learning_rate": args.learning_rate}
 
 
 def table(result: dict) -> str:
@@ -81,7 +88,8 @@ def table(result: dict) -> str:
 def charts(result: dict):
     from trainer.bench.report import Chart
 
-    return [Chart("peer", f"DeepFM training speed, {result['feature_size']:,} ids, {result['epochs']} epochs",
+    return [Chart("peer", f"DeepFM training speed, {result['feature_size']:,} ids, {result['epochs']} epochs, "
+                          f"{result['optimizer']} {result['learning_rate']:g}",
                   "samples/s", [f"{row['model']} (eval AUC {row['eval_auc']:.3f})" for row in result["rows"]],
                   [row["samples_per_sec"] for row in result["rows"]],
                   highlight=[f"ours (eval AUC {result['rows'][0]['eval_auc']:.3f})"])]

@@ -207,7 +207,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("batch_size", "int", 256, "Examples per batch (per process).", minimum=1),
     Spec("num_epochs", "int", 3, "Passes over the training data.", minimum=1),
     Spec("log_steps", "int", 100, "Log loss and samples/sec every this many steps.", minimum=1),
-    Spec("shuffle_buffer", "int", 10000, "Records in the shuffle buffer (0: no shuffling).", minimum=0),
+    Spec("shuffle_buffer", "int", 10000, "Records shuffled together: each window of this many is "
+         "parsed at once and shuffled anew every epoch (0: no shuffling).", minimum=0),
     Spec("seed", "int", 42, "Seed for initialisation and shuffling.", minimum=0),
     Spec("model_version", "int", 1, "Version folder of the exported SavedModel: model/<version>/.",
          minimum=0),
@@ -218,6 +219,9 @@ SPECS: tuple[Spec, ...] = (
          aliases={"bf16": "mixed_bfloat16", "bfloat16": "mixed_bfloat16", "fp16": "mixed_float16",
                   "float16": "mixed_float16", "float32": "none", "false": "none"}),
     Spec("jit_compile", "bool", False, "Compile the training step with XLA (P21)."),
+    Spec("steps_per_execution", "int", None, "Training steps per call into TensorFlow (Keras' "
+         "steps_per_execution: Python's per-step cost paid once per call), single and horovod only; "
+         "auto: 32, at most log_steps (1 while profiling and in the other modes).", minimum=1, allow_auto=True),
     Spec("profile_steps", "int_list", None, "Trace steps a,b (e.g. 100,110) with TensorFlow's profiler "
          "into output/data/tensorboard (TensorBoard's Profile tab); auto: off.", minimum=1, allow_auto=True),
     Spec("price_per_hour", "float", None, "USD per instance-hour, for samples per dollar; auto: "

@@ -30,12 +30,13 @@ INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.erro
 
 
 class Throughput(tf.keras.callbacks.Callback):
-    """Logs `step=N epoch=E loss=L samples/sec=S` every `log_steps` steps.
+    """Logs `step=N epoch=E loss=L samples/sec=S` when a multiple of `log_steps` steps is
+    passed (Keras calls back once per steps_per_execution steps).
 
     The rate is this process's, times the number of training processes (they run in
-    lockstep): the job's samples per second. It excludes
-    the first step of each fit (graph tracing); an epoch's last, partial batch counts as a
-    full one.
+    lockstep): the job's samples per second. It excludes the first call of each fit
+    (graph tracing, the first window's parse) unless nothing else ran; an epoch's last,
+    partial batch counts as a full one.
     """
 
     def __init__(self, batch_size: int, log_steps: int, processes: int = 1, prints: bool = True):
@@ -45,29 +46,44 @@ class Throughput(tf.keras.callbacks.Callback):
         self.prints = prints  # only the chief prints progress lines
         self.timed_steps = 0
         self.timed_seconds = 0.0
+        self.first_calls = [0, 0.0]  # steps and seconds of the calls left out
 
     def on_train_begin(self, logs=None):
-        self.step = int(self.model.optimizer.iterations.numpy())
+        self.step = self._updates()
         self.window_start = None
         self.window_steps = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch + 1
 
+    def _updates(self) -> int:
+        # Steps are counted as the optimizer's updates: Keras calls back once per
+        # steps_per_execution steps, and a step where the ranks agreed to end the epoch
+        # (equal_steps) makes none.
+        return int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.window_start is None:
+            self.call_start = time.perf_counter()
+
     def on_train_batch_end(self, batch, logs=None):
-        if logs is not None and logs.get(equal_steps.HAS_DATA, 1) < 1:
-            return  # the step where the ranks agreed to end the epoch: no update made
-        self.step += 1
-        now = time.perf_counter()
-        if self.window_start is None:  # first step of this fit: tracing, not timed
-            self.window_start = now
+        step, now = self._updates(), time.perf_counter()
+        if self.window_start is None:  # first call of this fit: tracing, not timed
+            self.first_calls[0] += step - self.step
+            self.first_calls[1] += now - self.call_start
+            self.window_start, self.step = now, step
             return
-        self.window_steps += 1
-        if self.step % self.log_steps == 0:
+        self.window_steps += step - self.step
+        log_now = step // self.log_steps > self.step // self.log_steps
+        self.step = step
+        if log_now:
             self._close_window(now, logs)
 
     def on_train_end(self, logs=None):
         if self.window_start is not None:
+            step = self._updates()  # the pass may end inside a call, with no call back for its steps
+            self.window_steps += step - self.step
+            self.step = step
             self._close_window(time.perf_counter(), None)
 
     def _close_window(self, now, logs):
@@ -83,7 +99,8 @@ class Throughput(tf.keras.callbacks.Callback):
 
     @property
     def samples_per_sec(self) -> float:
-        return self.timed_steps * self.samples_per_step / self.timed_seconds if self.timed_seconds else 0.0
+        steps, seconds = (self.timed_steps, self.timed_seconds) if self.timed_seconds else self.first_calls
+        return steps * self.samples_per_step / seconds if seconds else 0.0
 
 
 class EpochThroughput(tf.keras.callbacks.Callback):
@@ -161,21 +178,39 @@ def input_errors_explained(specs, hooks, hp):
         raise explained from err
 
 
+class _EndOfPassIsExpected(logging.Filter):
+    """Keras warns "Your input ran out of data" when a pass ends before steps_per_epoch; a
+    one-pass epoch ends exactly so."""
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith("Your input ran out of data")
+
+
+logging.getLogger("tensorflow").addFilter(_EndOfPassIsExpected())
+
+
 def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str) -> float:
-    """One pass of Keras fit; returns the epoch's mean loss."""
+    """One pass of Keras fit (`steps` None: until the dataset ends); returns the epoch's mean loss."""
     before = int(model.optimizer.iterations.numpy())
+    if steps is None:
+        # Keras needs a step count with steps_per_execution > 1, and the size of the data is
+        # unknown until it is read: the end of the pass ends the epoch.
+        steps = equal_steps.UNBOUNDED_STEPS
     try:
         fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
                         verbose=0, callbacks=callbacks)
+        history = fit.history["loss"]
     except ValueError as err:
-        if "Empty logs" not in str(err):  # Keras' words for a pass that saw no batch
+        if "Empty logs" not in str(err):  # Keras' words for a pass whose first call did not complete
             raise
-        raise JobError(f"channel '{channel_name}' holds no records to train on") from err
+        history = []  # a pass shorter than one call of steps_per_execution steps (or empty: below)
     if int(model.optimizer.iterations.numpy()) == before:
+        if not history:
+            raise JobError(f"channel '{channel_name}' holds no records to train on")
         raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
                        "a process's shard of the training data is empty (P5); "
                        "give every process data, or use fewer processes")
-    return float(fit.history["loss"][-1])
+    return float(history[-1]) if history else float(model.get_metrics_result()["loss"])
 
 
 def export_saved_model(model, model_dir: str, version: int, io_device: str | None = None) -> str:
@@ -264,7 +299,7 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         model = hooks.model_fn()
         optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())
         model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy(),
-                      **switches.compile_options(hp))
+                      steps_per_execution=plan.steps_per_execution, **switches.compile_options(hp))
         build_optimizer_state(optimizer, model.trainable_variables)
 
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
