@@ -88,7 +88,7 @@ def table(result: dict) -> str:
 def charts(result: dict):
     from trainer.bench.report import Chart
 
-    return [Chart("peer", f"DeepFM training speed, {result['feature_size']:,} ids, {result['epochs']} epochs, "
+    return [Chart("peer", f"DeepFM: {result['feature_size']:,} ids, {result['epochs']} epochs, "
                           f"{result['optimizer']} {result['learning_rate']:g}",
                   "samples/s", [f"{row['model']} (eval AUC {row['eval_auc']:.3f})" for row in result["rows"]],
                   [row["samples_per_sec"] for row in result["rows"]],
