@@ -133,12 +133,12 @@ def run(args: argparse.Namespace) -> dict:
 
 
 DESCRIPTIONS = {
-    "tfrecord-batch": "TFRecord, File, batch then parse (the pipeline's default)",
+    "tfrecord-batch": "TFRecord, File, the pipeline: a window parsed at once",
     "tfrecord-record": "TFRecord, File, parse each record then batch",
-    "libsvm-batch": "libsvm text, File, batch then parse",
+    "libsvm-batch": "libsvm text, File, the pipeline: a window parsed at once",
     "libsvm-record": "libsvm text, File, parse each record then batch",
-    "tfrecord-batch-cached": "TFRecord, File, from the in-memory cache (a later epoch)",
-    "tfrecord-batch-pipe": "TFRecord, Pipe (FIFO), the project's reader",
+    "tfrecord-batch-cached": "TFRecord, File, the pipeline from its in-memory cache (a later epoch)",
+    "tfrecord-batch-pipe": "TFRecord, Pipe (FIFO), the pipeline on the project's reader",
 }
 
 

@@ -3,9 +3,9 @@
 files -> interleave (parallel, deterministic, in blocks of records) -> shard -> windows of
 `shuffle_buffer` records -> map(parse a whole window) -> cache -> shuffle each window ->
 batch -> prefetch. Records travel in blocks and windows, never one at a time: tf.data pays
-its per-element cost (a few microseconds of thread hand-off, buffer and batch bookkeeping)
-once a block, which is what keeps the input off a CPU step's critical path (`trainer bench
-ceiling`). Parsing comes before the cache, so later epochs parse nothing.
+its per-element cost (thread hand-off, buffer and batch bookkeeping) once a block, which
+keeps the input off a CPU step's critical path (`trainer bench ceiling`). Parsing comes
+before the cache, so later epochs parse nothing.
 
 The epoch loop iterates the dataset once per epoch (that is the `repeat`): in File mode the
 same dataset object is reused, so its cache fills on the first pass and serves the rest; in
