@@ -58,13 +58,14 @@ def test_limit(tmp_path):
 
 
 def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
-    # 64 steps: the first call of steps_per_execution steps is not timed, the second is.
-    result, _ = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "1",
+    # 64 steps an epoch: the first call of steps_per_execution steps is not timed, the second is.
+    result, _ = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "2",
                       "--optimizer", "adam", "--learning-rate", "0.001", timeout=1800)
     models = {row["model"]: row for row in result["rows"]}
     assert set(models) == {"ours", "deepctr 0.9.4"} and result["optimizer"] == "adam"
     for row in models.values():
         assert row["samples_per_sec"] > 0 and 0.0 < row["eval_auc"] <= 1.0, row  # 64 steps: no skill asked
+        assert len(row["eval_auc_by_epoch"]) == 2 and row["eval_auc_by_epoch"][-1] == row["eval_auc"], row
 
 
 def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):

@@ -9,7 +9,8 @@ the same knob (embedding 8, MLP 256-128-64, dropout 0.5, batch 256, the optimize
 learning rate given: Keras' own, as DeepCTR's users compile it);
 regularisation is DeepCTR's default; thread and OpenMP settings are the ones the project's
 job gets on this machine. Speed is timed as the project times its own: from the
-end of each epoch's first step to the end of its last. Prints one JSON line.
+end of each epoch's first step to the end of its last; eval AUC after every epoch. Prints
+one JSON line.
 
     python -m trainer.bench.deepctr_job --train DIR --eval DIR --epochs 3 --optimizer adam --learning-rate 0.001
 """
@@ -85,15 +86,23 @@ def main() -> int:
     model = DeepFM(columns, columns, dnn_hidden_units=(256, 128, 64), dnn_dropout=0.5, task="binary")
     model.compile(OPTIMIZERS[args.optimizer](tf, args.learning_rate), "binary_crossentropy")
 
+    names = get_feature_names(columns)
+    x, eval_x = {name: train_x[name] for name in names}, {name: eval_x[name] for name in names}
+    auc_by_epoch = []
+
+    class EvaluateEachEpoch(tf.keras.callbacks.Callback):
+        """Eval AUC after every epoch, as the project's job logs it (after the clock's window)."""
+
+        def on_epoch_end(self, epoch, logs=None):
+            auc = tf.keras.metrics.AUC(num_thresholds=1000)
+            auc.update_state(eval_labels, self.model.predict(eval_x, batch_size=4096, verbose=0))
+            auc_by_epoch.append(float(auc.result()))
+
     clock = StepClock()
-    x = {name: train_x[name] for name in get_feature_names(columns)}
     model.fit(x, train_labels, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0,
-              callbacks=[clock.callback])
-    predictions = model.predict({name: eval_x[name] for name in x}, batch_size=4096, verbose=0)
-    auc = tf.keras.metrics.AUC(num_thresholds=1000)
-    auc.update_state(eval_labels, predictions)
-    print(json.dumps({"samples_per_sec": clock.samples_per_sec(args.batch_size),
-                      "eval_auc": float(auc.result()), "parameters": int(model.count_params())}))
+              callbacks=[clock.callback, EvaluateEachEpoch()])
+    print(json.dumps({"samples_per_sec": clock.samples_per_sec(args.batch_size), "eval_auc": auc_by_epoch[-1],
+                      "eval_auc_by_epoch": auc_by_epoch, "parameters": int(model.count_params())}))
     return 0
 
 

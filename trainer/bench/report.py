@@ -38,7 +38,9 @@ def draw(chart: Chart, path: str) -> None:
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(max(5.0, 1.1 * len(chart.labels) + 2), 3.6), dpi=110)
+    # Wide enough for the bars' labels and for the title (about a tenth of an inch a character).
+    width = max(5.0, 1.1 * len(chart.labels) + 2, 0.1 * len(chart.title))
+    figure, axes = plt.subplots(figsize=(width, 3.6), dpi=110)
     colours = ["#d95f02" if label in chart.highlight else "#1b9e77" for label in chart.labels]
     bars = axes.bar(range(len(chart.values)), chart.values, color=colours)
     axes.set_xticks(range(len(chart.labels)), chart.labels, rotation=20 if len(chart.labels) > 4 else 0,
