@@ -23,8 +23,8 @@ DISTINCT_BATCHES = 64
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--steps", type=int, default=300, help="timed steps per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1500, help="timed steps per round")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", default=",".join(CASES))
 
 
