@@ -7,3 +7,8 @@ class JobError(Exception):
     The message says what is wrong and where (file, line, channel, hyperparameter); it is
     written first in SageMaker's failure file, which shows the user its first 1024 chars.
     """
+
+
+class Stopped(Exception):
+    """Training stopped on request (SIGTERM) after saving what it could; the message says
+    where it stopped and what was saved."""

@@ -9,10 +9,12 @@ entry as the container, with SAGEMAKER_BASE_DIR pointing at the folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -226,6 +228,26 @@ def _prefixed(stream, host: str) -> None:
         sys.stdout.buffer.flush()
 
 
+@contextlib.contextmanager
+def _stop_forwarded_to(processes: list):
+    """SIGTERM to this process goes on to every host's `train`, as SageMaker's stop (or a
+    spot interruption) reaches every container; they save and end by themselves."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum, frame):
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
     """`train` on every host at once, each in its own network namespace; the first
     non-zero exit code in host order, or 0."""
@@ -240,7 +262,8 @@ def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
                     for host, p in processes.items()]
         for printer in printers:
             printer.start()
-        codes = [process.wait() for process in processes.values()]
+        with _stop_forwarded_to(list(processes.values())):
+            codes = [process.wait() for process in processes.values()]
         for printer in printers:
             printer.join(timeout=5)
     return next((code for code in codes if code), 0)
@@ -260,7 +283,9 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
         feeder.start()
     try:
         if job.hosts == 1:
-            exit_code = subprocess.call(_train_command(), env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
+            train = subprocess.Popen(_train_command(), env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
+            with _stop_forwarded_to([train]):
+                exit_code = train.wait()
         else:
             exit_code = _run_hosts(job, folders)
     finally:

@@ -54,6 +54,11 @@ class Process:
         """Only the chief writes checkpoints and the model (P8)."""
         return self.role == "chief"
 
+    @property
+    def name(self) -> str:
+        """How logs and the failure file name it: "rank 1 on algo-2", "chief on algo-1"."""
+        return f"rank {self.rank} on {self.host}" if self.rank is not None else f"{self.role} on {self.host}"
+
 
 @dataclass(frozen=True)
 class Launch:

@@ -74,6 +74,8 @@ def failure_from_exception(output_dir: str, err: BaseException, reason: str) -> 
 
 EXIT_JOB_ERROR = 1
 EXIT_INTERNAL_ERROR = 2
+EXIT_STALLED = 3  # the progress watchdog ended a process that made no progress
+EXIT_STOPPED = 143  # stopped by SIGTERM (128 + 15, the shell's convention), state saved
 
 
 def report_failures(output_dir: str, work, who: str = "") -> int:
@@ -82,13 +84,17 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
     `who` names the process in a job of several ("rank 1 on algo-1"), so the reason says
     which one failed.
     """
-    from trainer.errors import JobError
+    from trainer.errors import JobError, Stopped
 
     prefix = f"{who}: " if who else ""
     try:
         work()
     except AlreadyReported as err:
         return err.exit_code
+    except Stopped as err:  # not a failure of the job's own, but SageMaker reads the file's reason
+        write_failure(output_dir, str(err))
+        log.warning("%s", err)
+        return EXIT_STOPPED
     except JobError as err:
         failure_from_exception(output_dir, err, prefix + str(err))
         return EXIT_JOB_ERROR

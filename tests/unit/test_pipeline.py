@@ -89,12 +89,32 @@ def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
                              seed=1, cache=True)
     orders = []
     for epoch in range(2):
-        dataset = epoch_input.dataset(epoch)
-        assert dataset is epoch_input.dataset(epoch)  # File mode: one dataset, so one cache
-        ids = np.concatenate([f["ids"].numpy()[:, 0] for f, _ in dataset])
+        ids = np.concatenate([f["ids"].numpy()[:, 0] for f, _ in epoch_input.dataset(epoch)])
         assert sorted(ids.tolist()) == list(range(total))
         orders.append(ids.tolist())
     assert orders[0] != orders[1]  # reshuffled every epoch
+    # The files are read once: later epochs come from the cache, even with the files gone.
+    for path in (tmp_path / "data").iterdir():
+        path.unlink()
+    again = np.concatenate([f["ids"].numpy()[:, 0] for f, _ in epoch_input.dataset(1)])
+    assert again.tolist() == orders[1]
+
+
+def test_an_epoch_order_depends_on_the_epoch_only_and_resumes_by_skipping(tmp_path):
+    make_files(tmp_path / "data", 2, 100)
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
+
+    def epoch_ids(epoch_input, epoch, skip=0):
+        return [int(f["ids"][i, 0]) for f, _ in epoch_input.dataset(0, epoch, skip) for i in range(f["ids"].shape[0])]
+
+    def fresh():  # a new process's input, as a resumed job builds it
+        return EpochInput(spec, layout.batch_parser("tfrecord", 2), batch_size=32, shuffle_buffer=64, seed=5)
+
+    seen = fresh()
+    for epoch in range(3):
+        full = epoch_ids(seen, epoch)
+    assert epoch_ids(fresh(), 2) == full
+    assert epoch_ids(fresh(), 2, skip=3) == full[3 * 32:]
 
 
 @pytest.mark.parametrize("shuffle_buffer, batch_size, total", [

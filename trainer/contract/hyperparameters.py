@@ -213,6 +213,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("model_version", "int", 1, "Version folder of the exported SavedModel: model/<version>/.",
          minimum=0),
     Spec("keep_checkpoints", "int", 3, "Checkpoints kept in the checkpoint dir.", minimum=1),
+    Spec("stall_timeout_sec", "float", 900.0, "A process that makes no training or evaluation step "
+         "for this long logs every thread's stack, names itself and its last step in the failure "
+         "file and ends the job.", minimum=1.0),
+    Spec("save_timeout_sec", "float", 3600.0, "The same limit for saving a checkpoint or exporting "
+         "the model (no steps while it lasts; logged every minute).", minimum=1.0),
     Spec("mixed_precision", "str", "none", "Keras mixed precision (P20): float32 variables, "
          "compute in bfloat16 or float16 (float16 with dynamic loss scaling).",
          choices=("none", "mixed_bfloat16", "mixed_float16"),

@@ -212,7 +212,12 @@ def should_cache(setting: str, spec: InputSpec, processes_per_host: int = 1) -> 
 
 
 class EpochInput:
-    """The batched, parsed dataset of each epoch for one channel."""
+    """The batched, parsed dataset of each epoch for one channel.
+
+    An epoch's order depends on the seed and the epoch only, not on how many passes this
+    process made before: a job resumed mid-epoch (after SIGTERM) sees the same batches the
+    stopped one would have, and skips the ones it already trained on.
+    """
 
     def __init__(self, spec: InputSpec, parse_fn, batch_size: int, shuffle_buffer: int = 0,
                  seed: int | None = None, cache: bool = False, pipe_wait_sec: float = 600.0,
@@ -225,32 +230,42 @@ class EpochInput:
         self.cache = cache
         self.pipe_wait_sec = pipe_wait_sec
         self.reader = reader
-        self._file_dataset = None
+        self._file_windows = None
 
-    def dataset(self, pipe_epoch: int):
-        """The dataset for one pass; `pipe_epoch` counts this run's passes over the channel."""
-        if not self.spec.is_pipe:
-            if self._file_dataset is None:
-                self._file_dataset = self._build(record_blocks(self.spec, 0, self.pipe_wait_sec), self.seed)
-            return self._file_dataset
-        # A new dataset per pass: vary the seed, or every epoch would get the same order.
-        seed = None if self.seed is None else self.seed + pipe_epoch
-        return self._build(record_blocks(self.spec, pipe_epoch, self.pipe_wait_sec, self.reader), seed)
+    def dataset(self, pass_index: int, epoch: int | None = None, skip_batches: int = 0):
+        """The dataset of one pass: `pass_index` counts this run's passes over the channel
+        (Pipe mode's FIFO number), `epoch` the job's (default: the pass), `skip_batches` the
+        batches of it already trained on."""
+        epoch = pass_index if epoch is None else epoch
+        seed = None if self.seed is None else self.seed + epoch
+        if self.spec.is_pipe:
+            windows = self._windows(record_blocks(self.spec, pass_index, self.pipe_wait_sec, self.reader))
+        else:
+            if self._file_windows is None:  # one dataset of windows, so one cache, for every pass
+                self._file_windows = self._windows(record_blocks(self.spec, 0, self.pipe_wait_sec))
+            windows = self._file_windows
+        return self._batches(windows, seed, skip_batches)
 
-    def _build(self, blocks, seed):
+    def _windows(self, blocks):
         import tensorflow as tf
 
         window = max(self.shuffle_buffer, self.batch_size)
-        dataset = blocks.rebatch(window).map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
-        if self.cache:
-            dataset = dataset.cache()
+        windows = blocks.rebatch(window).map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
+        return windows.cache() if self.cache else windows
+
+    def _batches(self, windows, seed, skip_batches: int):
+        import tensorflow as tf
+
         if self.shuffle_buffer:
-            dataset = shuffle_windows(dataset, seed)
-        return dataset.rebatch(self.batch_size).prefetch(tf.data.AUTOTUNE)
+            windows = shuffle_windows(windows, seed)
+        batches = windows.rebatch(self.batch_size)
+        if skip_batches:
+            batches = batches.skip(skip_batches)
+        return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def shuffle_windows(windows, seed):
-    """Each parsed window in a new random order every pass.
+    """Each parsed window in a random order that `seed` (the epoch's) decides.
 
     Dataset.shuffle does this record by record through a buffer (its per-element cost is
     what this pipeline avoids); here one gather per window. A record stays in its window,
@@ -263,6 +278,6 @@ def shuffle_windows(windows, seed):
         order = tf.random.experimental.stateless_shuffle(tf.range(count), seed=window_seed)
         return tf.nest.map_structure(lambda tensor: tf.gather(tensor, order), window)
 
-    # Seeds drawn anew on every pass over the dataset (reproducible from `seed`).
+    # The first pass's seeds follow from `seed` alone; a repeat draws new ones.
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
     return tf.data.Dataset.zip((windows, seeds)).map(permute, num_parallel_calls=tf.data.AUTOTUNE)

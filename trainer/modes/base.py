@@ -10,6 +10,8 @@ class Runtime:
     # Process -> that process's training EpochInput; set by the training run for runtimes
     # that build other processes' input (the parameter-server coordinator does).
     input_for = None
+    # The SIGTERM request (trainer.training.stop); set by the training run before prepare().
+    stop_request = None
 
     def __init__(self, plan, process, hyperparameters):
         self.plan = plan
@@ -34,6 +36,12 @@ class Runtime:
 
     def callbacks(self) -> list:
         return []
+
+    def stop_callbacks(self) -> list:
+        """How fit stops at the next step once a stop is requested."""
+        from trainer.training.stop import StopAtNextStep
+
+        return [StopAtNextStep(self.stop_request)]
 
     def steps_per_epoch(self, dataset) -> int | None:
         """Steps of an epoch over this process's `dataset`; None: one pass over it."""

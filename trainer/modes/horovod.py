@@ -16,6 +16,7 @@ import tensorflow as tf
 from trainer.errors import JobError
 from trainer.modes.base import Runtime
 from trainer.training import equal_steps
+from trainer.training.stop import StopAtNextStep
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,18 @@ class HorovodRuntime(Runtime):
         return self.hvd.DistributedOptimizer(optimizer)
 
     def prepare(self, model, optimizer) -> None:
-        equal_steps.install(model, lambda value: self.ops.allreduce(value, op=self.ops.Min, name="equal_steps"))
+        equal_steps.install(model, lambda value: self.ops.allreduce(value, op=self.ops.Min, name="equal_steps"),
+                            self.stop_request.flag)
 
     def sync_initial_state(self, model, optimizer) -> None:
         # P8: every rank starts from rank 0's weights and optimizer state (restored or fresh).
         self.ops.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
 
     def callbacks(self) -> list:
-        return [equal_steps.StopWhenARankIsDone()]
+        return [equal_steps.StopWhenARankIsDone(self.stop_request)]
+
+    def stop_callbacks(self) -> list:
+        return [StopAtNextStep(self.stop_request, agree=True)]  # the ranks agree, then stop together
 
     def steps_per_epoch(self, dataset) -> int:
         return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has

@@ -12,6 +12,10 @@ impossible in Pipe mode, so the ranks agree at every step instead:
   collectives inside it stay matched) and the epoch ends on all ranks at that step.
 
 The records a rank holds beyond the common step count are not used in that epoch.
+
+The same agreement stops the ranks together when one of them is asked to stop (SIGTERM,
+trainer.training.stop): that rank offers -1, the minimum, and every rank ends the pass at
+the same step, marked as interrupted.
 """
 from __future__ import annotations
 
@@ -34,17 +38,19 @@ def pad(dataset):
     return real.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
 
 
-def install(model, all_reduce_min) -> None:
+def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
     """Make `model.fit` agree across ranks before each step; `all_reduce_min(tensor)` is the
-    mode's collective. The optimizer's and metrics' variables must exist before the first
-    step (they cannot be created inside a conditional branch)."""
+    mode's collective, `stop_flag` 1 once this rank is asked to stop. The optimizer's and
+    metrics' variables must exist before the first step (they cannot be created inside a
+    conditional branch)."""
     from keras.src.engine import data_adapter
 
     original_step = model.train_step
 
     def train_step(data):
         features, label, weight = data_adapter.unpack_x_y_sample_weight(data)
-        everyone = all_reduce_min(tf.reduce_max(tf.cast(weight, tf.float32)))
+        has_data = tf.reduce_max(tf.cast(weight, tf.float32))
+        everyone = all_reduce_min(tf.where(stop_flag > 0, -1.0, has_data))
         logs = tf.cond(everyone > 0, lambda: original_step((features, label)),
                        model.get_metrics_result)
         return {**logs, HAS_DATA: everyone}
@@ -54,8 +60,16 @@ def install(model, all_reduce_min) -> None:
 
 
 class StopWhenARankIsDone(tf.keras.callbacks.Callback):
-    """Ends the epoch at the first step some rank had no data for (no update was made)."""
+    """Ends the epoch at the first step some rank had no data for (no update was made), or
+    was asked to stop (then `stop_request.interrupted_pass` is set)."""
+
+    def __init__(self, stop_request):
+        super().__init__()
+        self.stop_request = stop_request
 
     def on_train_batch_end(self, batch, logs=None):
-        if logs is not None and logs.get(HAS_DATA, 1) < 1:
+        agreed = logs.get(HAS_DATA, 1) if logs is not None else 1
+        if agreed < 1:
             self.model.stop_training = True
+        if agreed < 0:
+            self.stop_request.interrupted_pass = True

@@ -21,7 +21,10 @@ from trainer.errors import JobError
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
+from trainer.errors import Stopped
 from trainer.training import equal_steps, switches
+from trainer.training.stop import StopRequest
+from trainer.training.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 AUC_THRESHOLDS = 1000
@@ -126,6 +129,21 @@ class EpochThroughput(tf.keras.callbacks.Callback):
         return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
 
 
+class Heartbeat(tf.keras.callbacks.Callback):
+    """Tells the watchdog each call into TensorFlow made progress (at the epoch's end too,
+    for modes without batch-level callbacks)."""
+
+    def __init__(self, watchdog):
+        super().__init__()
+        self.watchdog = watchdog
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.watchdog.progress(int(self.model.optimizer.iterations.numpy()))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.watchdog.progress(int(self.model.optimizer.iterations.numpy()))
+
+
 class Evaluator:
     """AUC and logloss over one pass of the evaluation data (Keras metrics).
 
@@ -135,9 +153,10 @@ class Evaluator:
     function is traced once.
     """
 
-    def __init__(self, model, all_reduce_sum):
+    def __init__(self, model, all_reduce_sum, progress=lambda: None):
         self.model = model
         self.all_reduce_sum = all_reduce_sum
+        self.progress = progress  # called after every batch (the watchdog's heartbeat)
         self.auc = tf.keras.metrics.AUC(num_thresholds=AUC_THRESHOLDS)
         self.logloss = tf.keras.metrics.BinaryCrossentropy()
         self.examples = tf.keras.metrics.Sum()
@@ -155,6 +174,7 @@ class Evaluator:
             metric.reset_state()
         for features, labels in dataset if dataset is not None else ():
             self._update(features, labels)
+            self.progress()
         variables = [v for metric in self.metrics for v in metric.variables]
         for variable, total in zip(variables, self.all_reduce_sum([v.numpy() for v in variables])):
             variable.assign(total)
@@ -189,8 +209,10 @@ class _EndOfPassIsExpected(logging.Filter):
 logging.getLogger("tensorflow").addFilter(_EndOfPassIsExpected())
 
 
-def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str) -> float:
-    """One pass of Keras fit (`steps` None: until the dataset ends); returns the epoch's mean loss."""
+def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str,
+                  may_be_empty: bool = False) -> float:
+    """One pass of Keras fit (`steps` None: until the dataset ends); returns the epoch's mean loss
+    (None if no step ran and `may_be_empty`: a resumed pass with nothing left, a stopped one)."""
     before = int(model.optimizer.iterations.numpy())
     if steps is None:
         # Keras needs a step count with steps_per_execution > 1, and the size of the data is
@@ -205,6 +227,8 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
             raise
         history = []  # a pass shorter than one call of steps_per_execution steps (or empty: below)
     if int(model.optimizer.iterations.numpy()) == before:
+        if may_be_empty:
+            return None
         if not history:
             raise JobError(f"channel '{channel_name}' holds no records to train on")
         raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
@@ -277,13 +301,24 @@ class Inputs:
 def restore_latest(checkpoint, manager, options) -> None:
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint, options=options).expect_partial()
-        log.info("resumed from %s: %d epochs and %d steps done", manager.latest_checkpoint,
-                 int(checkpoint.epoch), int(checkpoint.optimizer.iterations.numpy()))
+        log.info("resumed from %s: %d epochs and %d steps done (%d steps into epoch %d)",
+                 manager.latest_checkpoint, int(checkpoint.epoch), int(checkpoint.optimizer.iterations.numpy()),
+                 int(checkpoint.epoch_step), int(checkpoint.epoch) + 1)
 
 
 def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     """Train in this process as `process` of `plan`; returns the metrics (the chief writes them)."""
     hp = job.hyperparameters
+    watchdog = Watchdog(process.name, job.output_dir, hp.stall_timeout_sec).start()
+    try:
+        return _train(job, plan, process, runtime, cpu_settings, watchdog)
+    finally:
+        watchdog.stop()
+
+
+def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
+    hp = job.hyperparameters
+    stop = runtime.stop_request = StopRequest(process.name, job.output_dir).install()
     runtime.start()  # before TensorFlow runs anything: devices and collectives
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     inputs = Inputs.for_process(job, plan, process, hooks, runtime.batch_size)
@@ -303,30 +338,47 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         build_optimizer_state(optimizer, model.trainable_variables)
 
     epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    epoch_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")  # >0: stopped mid-epoch
     # The compiled optimizer: under mixed_float16 the loss-scale wrapper, whose scale is state too.
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch_counter)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch_counter,
+                                     epoch_step=epoch_step)
     manager = tf.train.CheckpointManager(checkpoint, job.checkpoint_dir, max_to_keep=hp.keep_checkpoints)
     checkpoint_options = tf.train.CheckpointOptions(experimental_io_device=runtime.io_device)
     if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
         restore_latest(checkpoint, manager, checkpoint_options)
-    start_epoch = runtime.broadcast_from_chief(int(epoch_counter.numpy()))
+    start_epoch, resume_step = runtime.broadcast_from_chief((int(epoch_counter.numpy()), int(epoch_step.numpy())))
     epoch_counter.assign(start_epoch)
     runtime.sync_initial_state(model, optimizer)
     runtime.prepare(model, optimizer)
 
     throughput = (Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
                   if runtime.batch_callbacks else EpochThroughput(runtime.batch_size))
-    callbacks = [throughput] + runtime.callbacks()
+    callbacks = [throughput, Heartbeat(watchdog)] + runtime.callbacks() + runtime.stop_callbacks()
     if runtime.writes_outputs:
         callbacks += switches.profiler_callbacks(hp, job.output_data_dir)
-    evaluator = Evaluator(model, runtime.all_reduce_sum)
+    evaluator = Evaluator(model, runtime.all_reduce_sum, watchdog.progress)
 
     def evaluate(epoch_number: int, pass_index: int) -> dict:
         log.info("epoch=%d evaluating on channel '%s'", epoch_number, inputs.eval_channel)
-        with input_errors_explained(inputs.specs, hooks, hp):
+        with input_errors_explained(inputs.specs, hooks, hp), \
+                watchdog.phase(f"evaluating after epoch {epoch_number}", first_limit_sec=fifo_wait(inputs.eval_spec)):
             dataset = inputs.eval.dataset(pass_index) if inputs.eval else None
             result = evaluator(dataset, inputs.eval_channel)
         return {"eval_auc": result["auc"], "eval_logloss": result["logloss"]}
+
+    def fifo_wait(spec) -> float:  # a Pipe-mode pass may first wait for its FIFO (and fails by itself)
+        return hp.pipe_wait_sec + hp.stall_timeout_sec if spec is not None and spec.is_pipe else 0.0
+
+    def save_checkpoint(epoch_number: int, where: str = "") -> None:
+        if runtime.writes_outputs:
+            log.info("epoch=%d saving checkpoint%s to %s", epoch_number, where, job.checkpoint_dir)
+            with watchdog.phase("saving a checkpoint", hp.save_timeout_sec):
+                manager.save(checkpoint_number=int(optimizer.iterations.numpy()), options=checkpoint_options)
+
+    def stopped(where: str) -> Stopped:
+        saved = (f"checkpoint saved in {job.checkpoint_dir}: a job started again with it resumes there"
+                 if runtime.writes_outputs else "the chief saved the checkpoint")
+        return Stopped(f"{process.name}: stopped by SIGTERM {where}; {saved}")
 
     price = price_of(job.instance_type, len(job.hosts), hp.price_per_hour)
     if runtime.writes_outputs:
@@ -341,24 +393,35 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     train_seconds = 0.0
     for epoch in range(start_epoch, hp.num_epochs):
         pass_index = epoch - start_epoch  # Pipe mode: FIFOs count from 0 in every run
-        started = time.perf_counter()
-        with input_errors_explained(inputs.specs, hooks, hp):
-            dataset = inputs.train.dataset(pass_index)
+        skip = resume_step if epoch == start_epoch else 0  # batches of this epoch trained before a stop
+        if skip:
+            log.info("epoch=%d resuming after its first %d steps", epoch + 1, skip)
+        started, steps_before = time.perf_counter(), int(optimizer.iterations.numpy())
+        with input_errors_explained(inputs.specs, hooks, hp), \
+                watchdog.phase(f"training epoch {epoch + 1}", first_limit_sec=fifo_wait(inputs.train_spec)):
+            dataset = inputs.train.dataset(pass_index, epoch, skip)
             loss = fit_one_epoch(model, runtime.training_dataset(dataset), epoch, callbacks,
-                                 runtime.steps_per_epoch(dataset), inputs.train_spec.name)
+                                 runtime.steps_per_epoch(dataset), inputs.train_spec.name,
+                                 may_be_empty=bool(skip) or stop.requested)
         train_seconds += time.perf_counter() - started
+        if stop.interrupted_pass:
+            epoch_step.assign(skip + int(optimizer.iterations.numpy()) - steps_before)
+            where = f"{int(epoch_step.numpy())} steps into epoch {epoch + 1}"
+            save_checkpoint(epoch + 1, f" ({where})")
+            raise stopped(f"at step {int(optimizer.iterations.numpy())} ({where})")
+        epoch_step.assign(0)
         record = {"epoch": epoch + 1, "train_loss": loss}
         if inputs.eval_channel:
             record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
-        log.info("epoch=%d steps=%d train_loss=%.5f%s samples/sec=%.1f%s", epoch + 1,
-                 int(optimizer.iterations.numpy()), loss,
+        log.info("epoch=%d steps=%d train_loss=%s%s samples/sec=%.1f%s", epoch + 1,
+                 int(optimizer.iterations.numpy()), "n/a" if loss is None else f"{loss:.5f}",
                  f" eval_auc={record['eval_auc']:.5f} eval_logloss={record['eval_logloss']:.5f}"
                  if inputs.eval_channel else "", throughput.samples_per_sec, per_dollar(throughput.samples_per_sec))
         epoch_counter.assign(epoch + 1)
-        if runtime.writes_outputs:
-            log.info("epoch=%d saving checkpoint to %s", epoch + 1, job.checkpoint_dir)
-            manager.save(checkpoint_number=int(optimizer.iterations.numpy()), options=checkpoint_options)
+        save_checkpoint(epoch + 1)
+        if stop.requested and epoch + 1 < hp.num_epochs:
+            raise stopped(f"at the end of epoch {epoch + 1} (step {int(optimizer.iterations.numpy())})")
 
     if inputs.eval_channel and not history:  # resumed after the last epoch: evaluate what was restored
         history.append({"epoch": start_epoch, **evaluate(start_epoch, 0)})
@@ -385,7 +448,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
         "cpu_settings": cpu_settings.describe() if cpu_settings else None,
     }
     if runtime.writes_outputs:
-        metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version, runtime.io_device)
+        with watchdog.phase("exporting the model", hp.save_timeout_sec):
+            metrics["export_dir"] = export_saved_model(model, job.model_dir, hp.model_version, runtime.io_device)
         log.info("exported SavedModel to %s", metrics["export_dir"])
         write_metrics(job.output_data_dir, metrics)
     elif runtime.export_is_collective:
