@@ -11,4 +11,9 @@ class JobError(Exception):
 
 class Stopped(Exception):
     """Training stopped on request (SIGTERM) after saving what it could; the message says
-    where it stopped and what was saved."""
+    where it stopped and what was saved. `reported`: for the failure file (the chief's
+    word, not every rank's)."""
+
+    def __init__(self, message: str, reported: bool = True):
+        super().__init__(message)
+        self.reported = reported

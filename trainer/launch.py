@@ -12,10 +12,10 @@ import subprocess
 import sys
 import time
 
-from trainer import worker
-from trainer.errors import JobError
+from trainer import supervise, worker
+from trainer.errors import JobError, Stopped
 from trainer.planner import make_plan
-from trainer.report import AlreadyReported
+from trainer.report import EXIT_STOPPED, AlreadyReported
 
 log = logging.getLogger("trainer")
 # How long the other hosts wait for the first host's coordinator to come up (it imports
@@ -57,10 +57,21 @@ def run_mpirun(job, plan) -> None:
     command = [sys.executable if part == "python" else part for part in plan.launch.command]
     log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
     env = {**os.environ, **plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
-    exit_code = subprocess.call(command, env=env)
+    mpirun = supervise.Supervised(command, env, stop_grandchildren=True)
+    exit_code = mpirun.wait()
     if exit_code == 0:
         return
-    if os.path.exists(os.path.join(job.output_dir, "failure")):
+    reported = os.path.exists(os.path.join(job.output_dir, "failure"))
+    if mpirun.stop_requested:
+        if reported:
+            raise AlreadyReported(EXIT_STOPPED)  # the ranks said where they stopped
+        raise Stopped("stopped by SIGTERM; the ranks ended before saving a checkpoint")
+    blamed = supervise.first_failed_rank(mpirun.output_tail)
+    # A rank killed by a signal wrote nothing, and the others' errors are consequences.
+    if blamed and (not reported or "signal" in blamed[1]):
+        supervise.blame_first(job.output_dir, plan.process(blamed[0]).name, blamed[1])
+        raise AlreadyReported(exit_code)
+    if reported:
         raise AlreadyReported(exit_code)  # the failing rank said why
     raise JobError(f"mpirun exited with code {exit_code} and no rank reported why")
 

@@ -18,15 +18,22 @@ METRIC_DEFINITIONS = [
 ]
 
 
-def write_failure(output_dir: str, reason: str, detail: str = "") -> str:
+def write_failure(output_dir: str, reason: str, detail: str = "", cause_first: bool = False) -> str:
     """Write `output/failure`: the reason first (what SageMaker shows), details after.
 
     In a job of several processes the first failure is the cause and stays first; later
-    ones (often consequences) are appended below it.
+    ones (often consequences) are appended below it. `cause_first`: this reason is known
+    to be the cause (a launcher naming the process that died first) and goes above them.
     """
     os.makedirs(output_dir, exist_ok=True)
     text = reason.strip() + "\n" + (f"\n{detail}" if detail else "")
     path = os.path.join(output_dir, "failure")
+    if cause_first and os.path.exists(path):
+        with open(path) as f:
+            later = f.read()
+        with open(path, "w") as f:
+            f.write(text + "\n--- a later failure ---\n" + later)
+        return path
     try:
         with open(path, "x") as f:
             f.write(text)
@@ -92,7 +99,8 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
     except AlreadyReported as err:
         return err.exit_code
     except Stopped as err:  # not a failure of the job's own, but SageMaker reads the file's reason
-        write_failure(output_dir, str(err))
+        if err.reported:
+            write_failure(output_dir, str(err))
         log.warning("%s", err)
         return EXIT_STOPPED
     except JobError as err:

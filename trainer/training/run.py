@@ -376,9 +376,10 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
                 manager.save(checkpoint_number=int(optimizer.iterations.numpy()), options=checkpoint_options)
 
     def stopped(where: str) -> Stopped:
+        runtime.broadcast_from_chief(True)  # every rank stays until the chief has saved
         saved = (f"checkpoint saved in {job.checkpoint_dir}: a job started again with it resumes there"
                  if runtime.writes_outputs else "the chief saved the checkpoint")
-        return Stopped(f"{process.name}: stopped by SIGTERM {where}; {saved}")
+        return Stopped(f"{process.name}: stopped by SIGTERM {where}; {saved}", reported=runtime.writes_outputs)
 
     price = price_of(job.instance_type, len(job.hosts), hp.price_per_hour)
     if runtime.writes_outputs:

@@ -1,0 +1,124 @@
+"""What a launcher does around the processes it starts: pass SIGTERM on, and when one of
+them dies, make the failure file name it first.
+
+A process killed by a signal (the kernel's OOM killer, a crash in native code, kill -9)
+writes nothing itself, and the processes that lose it fail next with errors that are
+consequences ("Horovod has been shut down", a connection reset). The launcher learns
+which process went first (mpirun says so; a child's exit status says so) and puts that
+first in the failure file, above whatever the others wrote.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+from trainer.report import write_failure
+
+log = logging.getLogger("trainer")
+
+# mpirun's (Open MPI 4) own words about the first rank to end the job.
+MPIRUN_SIGNALED = re.compile(r"mpirun noticed that process rank (\d+) with PID \d+ on node \S+ "
+                             r"exited on signal (\d+)(?: \(([^)]+)\))?")
+MPIRUN_EXITED = re.compile(r"The first process to do so was:\s+Process name:\s+\[\[\d+,\d+\],(\d+)\]\s+"
+                           r"Exit code:\s+(\d+)")
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def first_failed_rank(mpirun_output: str) -> tuple[int, str] | None:
+    """(rank, why) of the rank mpirun blames for ending the job, if it blames one."""
+    signaled = MPIRUN_SIGNALED.search(mpirun_output)
+    if signaled:
+        number = int(signaled.group(2))
+        return int(signaled.group(1)), f"was killed by signal {number} ({signal_name(number)})"
+    exited = MPIRUN_EXITED.search(mpirun_output)
+    if exited:
+        return int(exited.group(1)), f"exited with code {exited.group(2)}"
+    return None
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid` (from /proc: Linux only, as in the container)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The command name (field 2) may hold spaces; the parent id follows its ')'.
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == pid:
+                children.append(int(entry))
+    return children
+
+
+class Supervised:
+    """A child process whose output is passed through and its tail kept, with SIGTERM to
+    this process passed on to the child, or with `stop_grandchildren` to the child's own
+    children (mpirun's ranks: mpirun would pass it on too, but SIGKILLs them a second
+    later, too soon for the chief to save a checkpoint)."""
+
+    def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400):
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.stop_grandchildren = stop_grandchildren
+        self.stop_requested = False
+        self._tail = collections.deque(maxlen=tail_lines)
+        self._copier = threading.Thread(target=self._copy, daemon=True)
+        self._copier.start()
+
+    def _copy(self) -> None:
+        for line in iter(self.process.stdout.readline, b""):
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+            self._tail.append(line.decode(errors="replace"))
+
+    @property
+    def output_tail(self) -> str:
+        return "".join(self._tail)
+
+    def wait(self) -> int:
+        with self._stop_passed_on():
+            code = self.process.wait()
+        self._copier.join(timeout=10)
+        return code
+
+    @contextlib.contextmanager
+    def _stop_passed_on(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def forward(signum, frame):
+            self.stop_requested = True
+            log.warning("SIGTERM: passing it on to the training processes")
+            targets = children_of(self.process.pid) if self.stop_grandchildren else [self.process.pid]
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+
+        previous = signal.signal(signal.SIGTERM, forward)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def blame_first(output_dir: str, who: str, why: str) -> str:
+    """Put "`who` `why`" first in the failure file (the others' errors stay below it)."""
+    reason = f"{who} {why}; the other processes were ended because of it"
+    write_failure(output_dir, reason, cause_first=True)
+    log.error("%s", reason)
+    return reason
