@@ -10,12 +10,13 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from trainer import supervise, worker
 from trainer.errors import JobError, Stopped
 from trainer.planner import make_plan
-from trainer.report import EXIT_STOPPED, AlreadyReported
+from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported
 
 log = logging.getLogger("trainer")
 # How long the other hosts wait for the first host's coordinator to come up (it imports
@@ -107,14 +108,18 @@ def run_parameter_server(job, plan) -> dict | None:
     """
     roles = [p.role for p in plan.on_host(job.current_host) if p.role in ("ps", "worker")]
     env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
-    tasks = [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env)
+    tasks = [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env,
+                              preexec_fn=supervise.die_with_parent)
              for role in roles]
+    names = [f"{role} task on {job.current_host}" for role in roles]
     try:
         if plan.chief.host == job.current_host:
+            threading.Thread(target=end_if_a_task_dies, args=(job, tasks, names), daemon=True).start()
             return worker.run_process(job, plan, plan.chief)
-        wait_for_coordinator(plan, tasks, COORDINATOR_STARTUP_SEC)
+        wait_for_coordinator(plan, tasks, names, COORDINATOR_STARTUP_SEC)
         return None
     finally:
+        ending.set()
         for task in tasks:
             task.terminate()
         for task in tasks:
@@ -122,6 +127,26 @@ def run_parameter_server(job, plan) -> dict | None:
                 task.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 task.kill()
+
+
+ending = threading.Event()  # set when this host's tasks are being stopped on purpose
+
+
+def how_it_ended(task) -> str:
+    code = task.returncode
+    return f"was killed by signal {-code} ({supervise.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+
+
+def end_if_a_task_dies(job, tasks, names, poll_sec: float = 1.0) -> None:
+    """On the coordinator's host: a PS or worker task that dies ends the job at once (the
+    coordinator would otherwise wait for a lost worker to come back, or fail later with a
+    consequence), naming the task first."""
+    while not ending.wait(poll_sec):
+        for task, name in zip(tasks, names):
+            if task.poll() is not None and not ending.is_set():
+                supervise.blame_first(job.output_dir, name, how_it_ended(task))
+                sys.stdout.flush()
+                os._exit(EXIT_JOB_ERROR)
 
 
 def _port_open(address: str) -> bool:
@@ -133,14 +158,14 @@ def _port_open(address: str) -> bool:
         return False
 
 
-def wait_for_coordinator(plan, tasks, startup_timeout_sec: float, poll_sec: float = 1.0) -> None:
+def wait_for_coordinator(plan, tasks, names, startup_timeout_sec: float, poll_sec: float = 1.0) -> None:
     address = plan.chief.tf_config["cluster"]["chief"][0]
     deadline = time.monotonic() + startup_timeout_sec
     seen = False
     while True:
-        for task in tasks:
+        for task, name in zip(tasks, names):
             if task.poll() is not None:
-                raise JobError(f"a parameter-server task on this host exited with code {task.returncode}")
+                raise JobError(f"{name} {how_it_ended(task)}")
         up = _port_open(address)
         if seen and not up:
             log.info("the coordinator at %s is done; stopping this host's tasks", address)

@@ -49,6 +49,14 @@ def first_failed_rank(mpirun_output: str) -> tuple[int, str] | None:
     return None
 
 
+def die_with_parent() -> None:
+    """In a child between fork and exec: SIGKILL it when its parent dies (Linux prctl
+    PR_SET_PDEATHSIG), so no process outlives a launcher that was killed."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 def children_of(pid: int) -> list[int]:
     """Direct children of `pid` (from /proc: Linux only, as in the container)."""
     children = []
@@ -72,7 +80,8 @@ class Supervised:
     later, too soon for the chief to save a checkpoint)."""
 
     def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400):
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        preexec_fn=die_with_parent)
         self.stop_grandchildren = stop_grandchildren
         self.stop_requested = False
         self._tail = collections.deque(maxlen=tail_lines)

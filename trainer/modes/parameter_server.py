@@ -25,6 +25,9 @@ MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
 class ParameterServerRuntime(Runtime):
     _steps = None
     batch_callbacks = False  # Keras refuses them with this strategy
+
+    def stop_callbacks(self) -> list:
+        return []  # batch-level: refused here; a SIGTERM stops at the epoch's end (or its grace time)
     io_device = "/job:chief/replica:0/task:0/device:CPU:0"  # all checkpoint files on the coordinator's disk
 
     def start(self) -> None:

@@ -129,18 +129,22 @@ class EpochThroughput(tf.keras.callbacks.Callback):
         return self.timed_steps * self.batch_size / self.timed_seconds if self.timed_seconds else 0.0
 
 
-class Heartbeat(tf.keras.callbacks.Callback):
-    """Tells the watchdog each call into TensorFlow made progress (at the epoch's end too,
-    for modes without batch-level callbacks)."""
+class EpochHeartbeat(tf.keras.callbacks.Callback):
+    """Tells the watchdog an epoch made progress (modes without batch-level callbacks:
+    their stall limit applies to a whole epoch)."""
 
     def __init__(self, watchdog):
         super().__init__()
         self.watchdog = watchdog
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_epoch_end(self, epoch, logs=None):
         self.watchdog.progress(int(self.model.optimizer.iterations.numpy()))
 
-    def on_epoch_end(self, epoch, logs=None):
+
+class Heartbeat(EpochHeartbeat):
+    """Tells the watchdog each call into TensorFlow made progress."""
+
+    def on_train_batch_end(self, batch, logs=None):
         self.watchdog.progress(int(self.model.optimizer.iterations.numpy()))
 
 
@@ -353,7 +357,8 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
 
     throughput = (Throughput(runtime.batch_size, hp.log_steps, plan.world_size, runtime.writes_outputs)
                   if runtime.batch_callbacks else EpochThroughput(runtime.batch_size))
-    callbacks = [throughput, Heartbeat(watchdog)] + runtime.callbacks() + runtime.stop_callbacks()
+    heartbeat = Heartbeat(watchdog) if runtime.batch_callbacks else EpochHeartbeat(watchdog)
+    callbacks = [throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()
     if runtime.writes_outputs:
         callbacks += switches.profiler_callbacks(hp, job.output_data_dir)
     evaluator = Evaluator(model, runtime.all_reduce_sum, watchdog.progress)
