@@ -53,10 +53,9 @@ class JobRun:
             return json.load(f)
 
 
-def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local") -> JobRun:
-    """`trainer local` in a subprocess, as a user runs it; its output is captured. With
-    several hosts, `job_dir` of the result is the first host's folder."""
+def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
+                  hosts: int = 1, instance_type: str = "local") -> list[str]:
+    """The `trainer local` command line of a job."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
                "--hosts", str(hosts), "--instance-type", instance_type]
     for name, paths in channels.items():
@@ -64,9 +63,20 @@ def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, inpu
             command += ["--channel", f"{name}={path}"]
     for key, value in (hyperparameters or {}).items():
         command += ["--hp", f"{key}={value}"]
+    return command
+
+
+def first_host_folder(job_dir, hosts: int) -> str:
+    return str(job_dir) if hosts == 1 else os.path.join(str(job_dir), "algo-1")
+
+
+def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
+              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local") -> JobRun:
+    """`trainer local` in a subprocess, as a user runs it; its output is captured. With
+    several hosts, `job_dir` of the result is the first host's folder."""
+    command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type)
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
-    folder = str(job_dir) if hosts == 1 else os.path.join(str(job_dir), "algo-1")
-    return JobRun(folder, done.returncode, done.stdout + done.stderr)
+    return JobRun(first_host_folder(job_dir, hosts), done.returncode, done.stdout + done.stderr)
 
 
 IMAGE = "localhost/sagemaker-tf-trainer:cpu"
@@ -81,3 +91,26 @@ def image():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     engine = subprocess.run(["docker/engine.sh", "name"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     return engine.stdout.strip()
+
+
+# The fault tests' table: what the user sees and how long the job took to end, per fault
+# (written to out/faults.md at the end of the session; the README's fault table).
+FAULTS_REPORT = os.path.join(PROJECT_ROOT, "out", "faults.md")
+_fault_rows: list[tuple[str, str, float]] = []
+
+
+@pytest.fixture
+def record_fault():
+    """record_fault(fault, what the user sees, seconds)."""
+    return lambda fault, seen, seconds: _fault_rows.append((fault, seen, seconds))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _fault_rows:
+        return
+    os.makedirs(os.path.dirname(FAULTS_REPORT), exist_ok=True)
+    lines = ["| fault | what the user sees (failure file, first line) | time to end |", "|---|---|---|"]
+    for fault, seen, seconds in _fault_rows:
+        lines.append(f"| {fault} | `{seen.replace('|', '/')}` | {seconds:.1f} s |")
+    with open(FAULTS_REPORT, "w") as f:
+        f.write("\n".join(lines) + "\n")

@@ -1,0 +1,122 @@
+"""Process faults, for real: a stalled input, a rank killed with SIGKILL, a parameter-server
+task killed, SIGTERM mid-epoch and the resume after it. Each asserts the exit status, the
+failure file's first line and how long the job took to end."""
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import run_local
+from watched import WatchedJob, first_line, pids_of
+
+pytestmark = pytest.mark.slow
+END_WITHIN_SEC = 60  # after the fault: a bound on the job's end (a hang guard, not a speed claim)
+
+STALLING_PARSER = '''
+import time
+import tensorflow as tf
+from trainer.data.records import batch_parser
+
+windows = [0]
+
+def _second_window_never_comes(serialized):
+    windows[0] += 1
+    if windows[0] > 1:  # an input that stops delivering, as a stalled stream does
+        time.sleep(3600)
+    return serialized
+
+def parse_fn(serialized, hp):
+    serialized = tf.py_function(_second_window_never_comes, [serialized], tf.string)
+    serialized.set_shape([None])
+    return batch_parser("tfrecord", hp["field_size"])(serialized)
+'''
+
+
+def test_a_stalled_input_ends_the_job_with_the_stacks(aws_split, tmp_path, record_fault):
+    module = tmp_path / "stalling.py"
+    module.write_text(STALLING_PARSER)
+    stall_sec = 15
+    started = time.monotonic()
+    run = run_local(tmp_path / "job", aws_split, {"user_module": str(module), "shuffle_buffer": 1024,
+                                                  "cache_input": "false", "stall_timeout_sec": stall_sec,
+                                                  "log_steps": 2})  # calls of 2 steps: some complete
+    seconds = time.monotonic() - started
+    assert run.exit_code == 3, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("rank 0 on algo-1: no progress for ") and "while training epoch 1 (last step " in line, line
+    assert "every thread's stack is in the log" in line
+    assert "Thread 0x" in run.log and "_second_window_never_comes" in run.log  # faulthandler's dump
+    assert seconds < stall_sec + END_WITHIN_SEC
+    record_fault(f"no progress for stall_timeout_sec (here {stall_sec} s; time from the job's start): "
+                 "a stalled input", line, seconds)
+
+
+def kill_and_time(job, pid, signal_number=signal.SIGKILL):
+    os.kill(pid, signal_number)
+    killed = time.monotonic()
+    run = job.finish(timeout=END_WITHIN_SEC + 120)
+    return run, time.monotonic() - killed
+
+
+def test_a_killed_horovod_rank_ends_every_rank_and_is_named(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "horovod", "processes_per_host": 2,
+                                                   "num_epochs": 1000, "log_steps": 10})
+    job.wait_for(r" step=\d+ epoch=")
+    rank_1 = pids_of("trainer", {"OMPI_COMM_WORLD_RANK": "1", "SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
+    assert len(rank_1) == 1, rank_1
+    run, seconds = kill_and_time(job, rank_1[0])
+    assert run.exit_code != 0
+    assert first_line(run) == "rank 1 on algo-1 was killed by signal 9 (SIGKILL); the other processes were ended because of it"
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})  # no process outlives the job
+    record_fault("a Horovod rank killed (SIGKILL, as the OOM killer does)", first_line(run), seconds)
+
+
+def test_a_killed_parameter_server_task_ends_the_job_and_is_named(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "parameter_server", "num_epochs": 1000}, hosts=2)
+    job.wait_for(r"epoch=1 steps=\d+")
+    second_host = str(tmp_path / "job" / "algo-2")
+    ps = pids_of("trainer.worker --serve ps", {"SAGEMAKER_BASE_DIR": second_host})
+    assert len(ps) == 1, ps
+    run, seconds = kill_and_time(job, ps[0])
+    assert run.exit_code != 0
+    with open(os.path.join(second_host, "output", "failure")) as f:
+        line = f.readline().strip()
+    assert line == "ps task on algo-2 was killed by signal 9 (SIGKILL)", line
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": second_host})
+    record_fault("a parameter-server task killed (SIGKILL), its host's failure file", line, seconds)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """Enough rows for epochs of a few seconds: SIGTERM lands inside one."""
+    from trainer.data import datagen
+
+    return datagen.generate(str(tmp_path_factory.mktemp("generated")), 300_000, 20_000, files=4)
+
+
+def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_path, record_fault):
+    channels = {"training": generated["train"], "evaluation": generated["eval"]}
+    hp = {"num_epochs": 2, "log_steps": 32}
+    whole = run_local(tmp_path / "whole", channels, hp)
+    assert whole.exit_code == 0, whole.log[-3000:]
+
+    job = WatchedJob(tmp_path / "stopped", channels, hp)
+    job.wait_for(r" step=\d+ epoch=1 ")
+    run, seconds = kill_and_time(job, job.process.pid, signal.SIGTERM)  # trainer local passes it on, as SageMaker does
+    assert run.exit_code == 143, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("rank 0 on algo-1: stopped by SIGTERM at step ") and "steps into epoch 1)" in line, line
+    assert line.endswith(f"checkpoint saved in {tmp_path / 'stopped' / 'checkpoints'}: "
+                         "a job started again with it resumes there")
+    assert seconds < END_WITHIN_SEC
+    record_fault("SIGTERM (a stop, a spot interruption) mid-epoch", line, seconds)
+
+    resumed = run_local(tmp_path / "stopped", channels, hp)
+    assert resumed.exit_code == 0, resumed.log[-3000:]
+    assert "steps into epoch 1)" in resumed.log and "epoch=1 resuming after its first " in resumed.log
+    assert resumed.metrics["steps"] == whole.metrics["steps"]
+    assert resumed.metrics["epochs"] == whole.metrics["epochs"] == 2
+    assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.01, (resumed.metrics, whole.metrics)

@@ -1,0 +1,78 @@
+"""Helpers of the fault tests: jobs watched while they run (to kill a process or send a
+signal at the right moment), and how a test finds one process of its own job."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+
+from conftest import PROJECT_ROOT, JobRun, first_host_folder, local_command
+
+
+class WatchedJob:
+    """`trainer local` started in the background, its output read as it comes."""
+
+    def __init__(self, job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
+                 hosts: int = 1):
+        self.job_dir, self.hosts = job_dir, hosts
+        self.process = subprocess.Popen(local_command(job_dir, channels, hyperparameters, input_mode, hosts),
+                                        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 300.0) -> re.Match:
+        """The first log line matching `pattern`, once it is there."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                found = re.search(pattern, line)
+                if found:
+                    return found
+            if self.process.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no log line matched {pattern!r}; the log ends:\n{self.log[-3000:]}")
+
+    def finish(self, timeout: float = 300.0) -> JobRun:
+        try:
+            self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        self._reader.join(timeout=10)
+        return JobRun(first_host_folder(self.job_dir, self.hosts), self.process.returncode, self.log)
+
+
+def pids_of(command_part: str, environment: dict[str, str]) -> list[int]:
+    """Processes whose command line holds `command_part` and whose environment holds all of
+    `environment` (how a test finds one rank or task of its own job)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(item.split("=", 1) for item in f.read().decode(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if command_part in command and all(env.get(k) == v for k, v in environment.items()):
+            found.append(int(entry))
+    return found
+
+
+def first_line(run: JobRun) -> str:
+    assert run.failure is not None, run.log[-3000:]
+    return run.failure.splitlines()[0]
