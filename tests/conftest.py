@@ -34,6 +34,16 @@ def aws_split(tmp_path_factory):
     return {"training": train, "evaluation": evaluation}
 
 
+@pytest.fixture(scope="session")
+def criteo_libsvm(tmp_path_factory):
+    """The Criteo sample converted to libsvm, in two files (`trainer convert`)."""
+    from trainer.data import convert
+
+    folder = tmp_path_factory.mktemp("criteo-libsvm")
+    result = convert.convert([shared_file(CRITEO_SAMPLE)], str(folder), output_format="libsvm", num_files=2)
+    return result["files"]
+
+
 class JobRun:
     def __init__(self, job_dir: str, exit_code: int, log: str):
         self.job_dir, self.exit_code, self.log = job_dir, exit_code, log

@@ -89,11 +89,15 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
     """Run `work()`; turn an exception into the failure file (reason first) and an exit code.
 
     `who` names the process in a job of several ("rank 1 on algo-1"), so the reason says
-    which one failed.
+    which one failed; a callable is asked when a failure happens (the name may only be
+    known once the job's configuration has been read).
     """
     from trainer.errors import JobError, Stopped
 
-    prefix = f"{who}: " if who else ""
+    def prefix() -> str:
+        name = who() if callable(who) else who
+        return f"{name}: " if name else ""
+
     try:
         work()
     except AlreadyReported as err:
@@ -104,9 +108,9 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
         log.warning("%s", err)
         return EXIT_STOPPED
     except JobError as err:
-        failure_from_exception(output_dir, err, prefix + str(err))
+        failure_from_exception(output_dir, err, prefix() + str(err))
         return EXIT_JOB_ERROR
     except Exception as err:  # anything else is still reported, reason first
-        failure_from_exception(output_dir, err, f"{prefix}{type(err).__name__}: {err}")
+        failure_from_exception(output_dir, err, f"{prefix()}{type(err).__name__}: {err}")
         return EXIT_INTERNAL_ERROR
     return 0

@@ -61,23 +61,27 @@ def main(argv: list[str] | None = None) -> int:
     base_dir = base_dir_from_env()
     if argv[:1] == ["--serve"]:  # a parameter-server task, started by the launcher
         role = argv[1]
+        names = {"who": f"{role} task on {os.uname().nodename}"}  # until the job says the host's name
 
         def work():
             job = read_job(base_dir)
+            names["who"] = f"{role} task on {job.current_host}"
             serve_task(job, make_plan(job), role)
 
-        return report_failures(output_dir_of(base_dir), work, who=f"{role} task on {os.uname().nodename}")
+        return report_failures(output_dir_of(base_dir), work, who=lambda: names["who"])
 
     rank = rank_from_launcher()
     if rank:  # only the chief's log carries progress lines; the others warn and fail loudly
         logging.getLogger().setLevel(logging.WARNING)
+    names = {"who": f"rank {rank} on {os.uname().nodename}"}  # until the job says the host's name
 
     def work():
         job = read_job(base_dir)
         plan = make_plan(job)
+        names["who"] = plan.process(rank).name
         run_process(job, plan, plan.process(rank))
 
-    return report_failures(output_dir_of(base_dir), work, who=f"rank {rank} on {os.uname().nodename}")
+    return report_failures(output_dir_of(base_dir), work, who=lambda: names["who"])
 
 
 if __name__ == "__main__":

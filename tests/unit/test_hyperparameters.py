@@ -63,7 +63,6 @@ def test_parses_by_declared_type(raw, key, expected):
     ({"optimizer": "rmsprop"}, "hyperparameter 'optimizer': 'rmsprop' is not accepted; accepted: one of adam, adagrad, ftrl, sgd, momentum"),
     ({"data_format": "csv"}, "accepted: one of tfrecord, libsvm (or auto)"),
     ({"deep_layers": "64,32", "dropout": "0.1,0.2,0.3"}, "hyperparameter 'dropout': 3 values for 2 deep_layers"),
-    ({"bach_size": "64"}, "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?); accepted: field_size,"),
     ({"deep_layers": '{"a": 1}'}, "hyperparameter 'deep_layers'"),
     ({"train_channel": ["a"]}, "hyperparameter 'train_channel': expected a string"),
     ({"profile_steps": "110,100"}, "hyperparameter 'profile_steps': expected two steps a,b with a <= b, got 110,100"),
@@ -80,6 +79,22 @@ def test_bad_values_name_the_key_and_what_is_accepted(raw, message):
 def test_values_are_data_never_code():
     hp = parse_hyperparameters({"train_channel": "__import__('os').system('false')"})
     assert hp.train_channel == "__import__('os').system('false')"
+
+
+@pytest.mark.parametrize("raw, has_user_code, warning", [
+    ({"bach_size": "64"}, False,
+     "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?): ignored: no user code to read it; declared: "),
+    ({"_tuning_objective_metric": "eval:auc"}, False,
+     "unknown hyperparameter '_tuning_objective_metric': ignored: no user code to read it; declared: "),
+    ({"bach_size": "64"}, True, "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?): passed to the user code only"),
+    ({"hidden_units": "32"}, True, None),  # the user code's own name: no warning
+])
+def test_unknown_names_are_warned_about_not_fatal(caplog, raw, has_user_code, warning):
+    with caplog.at_level("WARNING"):
+        hp = parse_hyperparameters(raw, has_user_code=has_user_code)
+    assert hp.extra == raw and hp.batch_size == 256
+    warnings = [record.getMessage() for record in caplog.records]
+    assert (warnings[0].startswith(warning) if warning else warnings == []), warnings
 
 
 def test_unknown_names_go_to_a_user_module():

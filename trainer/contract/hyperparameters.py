@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from trainer.errors import JobError
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 
@@ -328,28 +331,31 @@ class Hyperparameters(Mapping[str, Any]):
 def parse_hyperparameters(raw: Mapping[str, Any], has_user_code: bool = False) -> Hyperparameters:
     """Parse the job's non-`sagemaker_` hyperparameters by their declared types.
 
-    Unknown names are an error (a typo would otherwise silently keep a default), unless
-    the job brings its own code (`user_module`, or a script-mode `sagemaker_program`):
-    then they are that code's own and are passed to it as `extra`.
+    Unknown names are logged as a warning naming the closest declared one (a typo keeps the
+    default, and the log says so); they are not an error, since SageMaker adds names of its
+    own (a tuning job's `_tuning_objective_metric`) and user code (`user_module`, or a
+    script-mode `sagemaker_program`) reads its own names from `extra`.
     """
     raw = {key: value for key, value in raw.items() if key not in PASSED_THROUGH}
-    allow_unknown = has_user_code or bool(str(raw.get("user_module", "")).strip())
+    has_user_code = has_user_code or bool(str(raw.get("user_module", "")).strip())
     values: dict[str, Any] = {}
     for spec in SPECS:
         values[spec.name] = spec.parse(raw[spec.name]) if spec.name in raw else spec.default
     extra = {key: value for key, value in raw.items() if key not in SPEC_BY_NAME}
-    if extra and not allow_unknown:
-        key = sorted(extra)[0]
-        hint = difflib.get_close_matches(key, SPEC_BY_NAME, n=1)
-        did_you_mean = f" (did you mean '{hint[0]}'?)" if hint else ""
-        raise JobError(
-            f"unknown hyperparameter '{key}'{did_you_mean}; accepted: "
-            + ", ".join(spec.name for spec in SPECS)
-            + " (names starting with sagemaker_ are framework parameters; "
-            "set user_module to pass other names to your own code)"
-        )
+    for key in sorted(extra):
+        if has_user_code and not difflib.get_close_matches(key, SPEC_BY_NAME, n=1):
+            continue  # the user code's own name
+        log.warning("%s", unknown_name_warning(key, has_user_code))
     _check_consistency(values)
     return Hyperparameters(values, set(raw) & set(SPEC_BY_NAME), extra)
+
+
+def unknown_name_warning(key: str, has_user_code: bool) -> str:
+    hint = difflib.get_close_matches(key, SPEC_BY_NAME, n=1)
+    did_you_mean = f" (did you mean '{hint[0]}'?)" if hint else ""
+    use = "passed to the user code only" if has_user_code else "ignored: no user code to read it"
+    return (f"unknown hyperparameter '{key}'{did_you_mean}: {use}; declared: "
+            + ", ".join(spec.name for spec in SPECS))
 
 
 def _check_consistency(values: dict[str, Any]) -> None:

@@ -1,0 +1,206 @@
+"""Input and configuration faults, for real: corrupt and truncated files, malformed lines,
+missing channels and FIFOs, broken config files. Each must end the job quickly with the
+exit status 1 and a first line that names what is wrong and where."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROJECT_ROOT, JobRun, run_local
+from trainer.localjob import LocalJob
+from watched import first_line
+
+pytestmark = pytest.mark.slow
+FAIL_FAST_SEC = 120  # a bad input must end the job well within this (a hang guard, not a speed claim)
+
+
+def timed_run(tmp_path, channels, hp=None, **options):
+    started = time.monotonic()
+    run = run_local(tmp_path / "job", channels, hp, timeout=FAIL_FAST_SEC, **options)
+    return run, time.monotonic() - started
+
+
+def failed_as(run, seconds, pattern, record_fault, fault):
+    """The job ended with exit 1, its failure's first line matching `pattern`, in time."""
+    assert run.exit_code == 1, run.log[-3000:]
+    line = first_line(run)
+    assert re.match(pattern, line), line
+    assert seconds < FAIL_FAST_SEC
+    record_fault(fault, line, seconds)
+
+
+def laid_out(job_dir, channels, hp=None, input_mode="File") -> str:
+    """A job folder as SageMaker writes it, nothing fed (its files can be broken next)."""
+    LocalJob(channels, hp or {}, input_mode).lay_out(str(job_dir))
+    return str(job_dir)
+
+
+def run_train(job_dir) -> tuple[JobRun, float]:
+    """`train` itself on a laid-out folder, as the container runs it."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "trainer.entry"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=FAIL_FAST_SEC, env={**os.environ, "SAGEMAKER_BASE_DIR": str(job_dir)})
+    return JobRun(str(job_dir), done.returncode, done.stdout + done.stderr), time.monotonic() - started
+
+
+# --- channels and data --------------------------------------------------------------------
+
+def test_missing_or_misnamed_training_channel(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, {"train_data": aws_split["training"], "evaluation": aws_split["evaluation"]})
+    failed_as(run, seconds, r"training channel 'training' is missing; channels given: evaluation, train_data",
+              record_fault, "a missing or misnamed training channel")
+
+
+def test_a_fifo_that_never_appears(aws_split, tmp_path, record_fault):
+    job_dir = laid_out(tmp_path / "job", {"training": [aws_split["training"]]}, {"pipe_wait_sec": 3}, "Pipe")
+    run, seconds = run_train(job_dir)  # nobody creates training_0, as when a Pipe channel never starts
+    failed_as(run, seconds, r"Pipe-mode FIFO \S+/input/data/training_0 did not appear within 3 s \(is the channel declared Pipe",
+              record_fault, "a Pipe-mode FIFO that never appears (pipe_wait_sec, here 3 s)")
+
+
+def half_of(path, tmp_path):
+    """A copy of `path` cut in the middle of a record."""
+    data = open(path, "rb").read()
+    cut = tmp_path / "cut.tfrecords"
+    cut.write_bytes(data[: len(data) // 2 + 17])
+    return cut
+
+
+def count_complete_records(path):
+    """TFRecord framing read by hand: 8-byte length, 4-byte CRC, data, 4-byte CRC."""
+    data, offset, count = open(path, "rb").read(), 0, 0
+    while offset + 12 <= len(data):
+        offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
+        if offset > len(data):
+            break
+        count += 1
+    return count
+
+
+def test_truncated_tfrecord_names_the_file(aws_split, tmp_path, record_fault):
+    cut = half_of(aws_split["training"], tmp_path)
+    run, seconds = timed_run(tmp_path, {"training": str(cut), "evaluation": aws_split["evaluation"]})
+    complete = count_complete_records(cut)
+    failed_as(run, seconds, re.escape(f"channel 'training': file {run.job_dir}/input/data/training/cut.tfrecords "
+                                      f"is truncated or corrupt after record {complete}: truncated record at"),
+              record_fault, "a truncated TFRecord file")
+
+
+def test_corrupt_tfrecord_names_the_file(aws_split, tmp_path, record_fault):
+    data = bytearray(open(aws_split["training"], "rb").read())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(64)  # zeroed bytes inside a record: its CRC no longer matches
+    bad = tmp_path / "bad.tfrecords"
+    bad.write_bytes(bytes(data))
+    run, seconds = timed_run(tmp_path, {"training": str(bad), "evaluation": aws_split["evaluation"]})
+    failed_as(run, seconds, re.escape(f"channel 'training': file {run.job_dir}/input/data/training/bad.tfrecords "
+                                      "is truncated or corrupt after record "),
+              record_fault, "a corrupt TFRecord file (bytes overwritten)")
+
+
+def test_truncated_pipe_stream_names_the_fifo(aws_split, tmp_path, record_fault):
+    cut = half_of(aws_split["training"], tmp_path)
+    run, seconds = timed_run(tmp_path, {"training": str(cut)}, input_mode="Pipe")
+    failed_as(run, seconds, r".*training_0: stream ends inside record \d+ \(truncated\)",
+              record_fault, "a Pipe-mode stream that ends inside a record")
+
+
+def test_bad_libsvm_token_names_file_and_line(criteo_libsvm, tmp_path, record_fault):
+    lines = open(criteo_libsvm[0]).read().splitlines()
+    tokens = lines[41].split()
+    lines[41] = " ".join(tokens[:5] + ["abc"] + tokens[6:])
+    bad = tmp_path / "bad.libsvm"
+    bad.write_text("\n".join(lines) + "\n")
+    run, seconds = timed_run(tmp_path, {"training": str(bad)}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"channel 'training': file \S+/bad\.libsvm line 42: token 'abc' is not id:value$",
+              record_fault, "a malformed libsvm line")
+
+
+def test_ids_outside_feature_size(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, aws_split, {"feature_size": 1000})
+    failed_as(run, seconds, r"channel 'training': file \S+ (record|line) \d+: id \d+ is outside \[0, feature_size=1000\)",
+              record_fault, "an id outside [0, feature_size)")
+
+
+def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path, record_fault):
+    empty = tmp_path / "empty.tfrecords"
+    empty.write_bytes(b"")
+    run, seconds = timed_run(tmp_path, {"training": str(empty), "evaluation": aws_split["evaluation"]})
+    failed_as(run, seconds, r"channel 'training' holds no records to train on$", record_fault,
+              "an empty training channel")
+
+
+def test_an_empty_shard_for_one_rank(aws_split, tmp_path, record_fault):
+    one_record = tmp_path / "one.tfrecords"
+    data = open(aws_split["training"], "rb").read()
+    one_record.write_bytes(data[:16 + int.from_bytes(data[:8], "little")])
+    run, seconds = timed_run(tmp_path, {"training": str(one_record)},
+                             {"distribution": "horovod", "processes_per_host": 2})
+    failed_as(run, seconds, r"rank \d on algo-1: channel 'training': no training step ran in epoch 1: a process's "
+                            r"shard of the training data is empty \(P5\)",
+              record_fault, "an empty shard for one Horovod rank (P5)")
+
+
+def test_fewer_pipe_channels_than_processes(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, {"training": aws_split["training"]},
+                             {"distribution": "horovod", "processes_per_host": 2}, input_mode="Pipe")
+    failed_as(run, seconds, r".*2 training processes per host; each process needs its own channel, since a FIFO ",
+              record_fault, "fewer Pipe-mode channels than processes on a host (P1)")
+
+
+# --- configuration -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, content, fault, pattern", [
+    ("resourceconfig.json", None, "resourceconfig.json missing", r"config file missing: \S+/input/config/resourceconfig\.json \(SageMaker writes it"),
+    ("inputdataconfig.json", "{\"training\": ", "inputdataconfig.json malformed",
+     r".*inputdataconfig\.json.*(not valid JSON|malformed|cannot be parsed)"),
+    ("resourceconfig.json", {"current_host": "algo-9", "hosts": ["algo-1"]}, "current host not in hosts",
+     r".*current_host 'algo-9' is not (one of|in) .*hosts"),
+])
+def test_broken_config_files(aws_split, tmp_path, record_fault, name, content, fault, pattern):
+    job_dir = laid_out(tmp_path / "job", {"training": [aws_split["training"]]})
+    path = os.path.join(job_dir, "input", "config", name)
+    if content is None:
+        os.remove(path)
+    else:
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+    run, seconds = run_train(job_dir)
+    failed_as(run, seconds, pattern, record_fault, fault)
+
+
+def test_wrong_type_hyperparameter(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, aws_split, {"batch_size": "large"})
+    failed_as(run, seconds, re.escape("hyperparameter 'batch_size': expected an integer, got 'large'; "
+                                      "accepted: an integer >= 1") + "$",
+              record_fault, "a hyperparameter of the wrong type")
+
+
+def test_out_of_range_hyperparameter(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, aws_split, {"dropout": "1.5"})
+    failed_as(run, seconds, re.escape("hyperparameter 'dropout': 1.5 is out of range; accepted: "
+                                      "a comma-separated list of numbers in [0, 0.99]"),
+              record_fault, "a hyperparameter out of range")
+
+
+def test_unknown_hyperparameter_is_a_warning(aws_split, tmp_path):
+    run = run_local(tmp_path / "job", aws_split, {"bach_size": "64", "num_epochs": 1}, timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 0, run.log[-3000:]
+    assert "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?): ignored: no user code to read it" in run.log
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def model_fn(hp:\n", "user module '{path}' cannot be imported: SyntaxError:"),
+    ("import not_a_module_anywhere\n", "user module '{path}' cannot be imported: ModuleNotFoundError:"),
+    ("def main():\n    pass\n", "user module 'broken' defines none of model_fn, parse_fn, optimizer_fn"),
+])
+def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, record_fault, source, message):
+    module = tmp_path / "broken.py"
+    module.write_text(source)
+    run, seconds = timed_run(tmp_path, aws_split, {"user_module": str(module)})
+    failed_as(run, seconds, re.escape(message.format(path=module)), record_fault,
+              f"a broken user module ({message.split(': ')[-1].split(' ')[-1] or 'no hooks'})")
