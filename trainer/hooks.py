@@ -37,6 +37,7 @@ class Hooks:
     parse_fn: Callable  # (data_format, hp) -> batch parser
     optimizer_fn: Callable
     custom_parse: bool
+    bad_records: object = None  # trainer.data.records.BadRecords with skip_bad_records
 
 
 def _import_path(path: str) -> ModuleType:
@@ -84,7 +85,7 @@ def load_user_module(job) -> ModuleType | None:
 
 def resolve(job, learning_rate) -> Hooks:
     """The hooks in force; `learning_rate` is the plan's (a float, or a warm-up schedule)."""
-    from trainer.data.records import batch_parser
+    from trainer.data.records import BadRecords, batch_parser
     from trainer.models.deepfm import model_from_hyperparameters
     from trainer.models.optimizers import make_optimizer
 
@@ -101,10 +102,12 @@ def resolve(job, learning_rate) -> Hooks:
     def model_fn():
         return user["model_fn"](as_dict) if user.get("model_fn") else model_from_hyperparameters(hp)
 
+    bad_records = BadRecords(hp.field_size, hp.feature_size) if hp.skip_bad_records else None
+
     def parse_fn(data_format: str):
         if user.get("parse_fn"):
             return lambda serialized: user["parse_fn"](serialized, as_dict)
-        return batch_parser(data_format, hp.field_size)
+        return batch_parser(data_format, hp.field_size, bad_records)
 
     def optimizer_fn():
         if user.get("optimizer_fn"):
@@ -114,4 +117,5 @@ def resolve(job, learning_rate) -> Hooks:
     source = module.__name__ if module else "built-in DeepFM"
     if module:
         log.info("user module %s provides: %s", source, ", ".join(n for n, f in user.items() if f))
-    return Hooks(source, model_fn, parse_fn, optimizer_fn, custom_parse=bool(user.get("parse_fn")))
+    custom_parse = bool(user.get("parse_fn"))
+    return Hooks(source, model_fn, parse_fn, optimizer_fn, custom_parse, None if custom_parse else bad_records)

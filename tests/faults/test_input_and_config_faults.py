@@ -120,6 +120,22 @@ def test_bad_libsvm_token_names_file_and_line(criteo_libsvm, tmp_path, record_fa
               record_fault, "a malformed libsvm line")
 
 
+def test_bad_libsvm_lines_are_skipped_and_counted_when_asked(criteo_libsvm, tmp_path):
+    lines = open(criteo_libsvm[0]).read().splitlines()
+    tokens = lines[41].split()
+    lines[41] = " ".join(tokens[:5] + ["abc"] + tokens[6:])  # a malformed token
+    lines[42] = " ".join(lines[42].split()[:-1])  # a field missing
+    pair = lines[43].split()[1]
+    lines[43] = lines[43].replace(" " + pair + " ", " 999999999:1 ", 1)  # an id outside feature_size
+    bad = tmp_path / "bad.libsvm"
+    bad.write_text("\n".join(lines) + "\n")
+    run = run_local(tmp_path / "job", {"training": str(bad)},
+                    {"batch_size": 16, "num_epochs": 1, "skip_bad_records": "true"}, timeout=FAIL_FAST_SEC)
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["bad_records_skipped"] == 3
+    assert "epoch=1 skip_bad_records: 3 bad records skipped so far" in run.log
+
+
 def test_ids_outside_feature_size(aws_split, tmp_path, record_fault):
     run, seconds = timed_run(tmp_path, aws_split, {"feature_size": 1000})
     failed_as(run, seconds, r"channel 'training': file \S+ (record|line) \d+: id \d+ is outside \[0, feature_size=1000\)",

@@ -72,3 +72,22 @@ def test_batch_parsers_agree_with_the_line_parser():
 def test_libsvm_batch_parser_rejects_bad_lines(line):
     with pytest.raises(tf.errors.InvalidArgumentError):
         records.batch_parser("libsvm", 5)(tf.constant([line]))
+
+
+@pytest.mark.parametrize("line, kept", [
+    ("1 1:0.5 2:1 3:2e-3", True),
+    ("0 1:.5 2:-1 3:+2", True),
+    ("1 1:0.5 2:1", False),  # a field missing
+    ("1 1:0.5 2:1 3:1 4:1", False),  # one too many
+    ("1 1:0.5 x:1 3:1", False),  # an id that is no number
+    ("1 1:0.5 2:abc 3:1", False),  # a value that is no number
+    ("yes 1:0.5 2:1 3:1", False),  # a label that is no number
+    ("1 1:0.5 2:1 3:1 ", True),  # trailing space
+    ("1 1:0.5 2:1 10:1", False),  # id 10 is outside feature_size=10
+])
+def test_bad_records_are_dropped_and_counted(line, kept):
+    bad = records.BadRecords(field_size=3, feature_size=10)
+    parse = records.batch_parser("libsvm", 3, bad)
+    features, label = parse(tf.constant([line, "1 1:1 2:1 3:1"]))
+    assert features["ids"].shape[0] == label.shape[0] == (2 if kept else 1)
+    assert int(bad.skipped.numpy()) == (0 if kept else 1)

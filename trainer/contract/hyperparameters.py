@@ -246,6 +246,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("cache_input", "str", "auto", "Cache the parsed input in memory after the first epoch; "
          "auto: in File mode when the channel is under 1/4 of RAM.",
          group="input", choices=("auto", "true", "false")),
+    Spec("skip_bad_records", "bool", False, "Drop malformed libsvm lines and records with ids outside "
+         "[0, feature_size), count them in the log and metrics.json, and train on; false: the job fails "
+         "naming the file and line (built-in parser only).", group="input"),
     Spec("pipe_wait_sec", "float", 600.0, "How long to wait for a Pipe-mode FIFO to appear before "
          "the job fails.", group="input", minimum=1.0),
     Spec("pipe_reader", "str", "auto", "Reader of Pipe-mode FIFOs; auto: AWS's PipeModeDataset where "

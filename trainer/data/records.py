@@ -156,13 +156,63 @@ class RecordWriter:
         self._file.close()
 
 
-def batch_parser(data_format: str, field_size: int):
+# What a well-formed libsvm token is (RE2 syntax, for tf.strings.regex_full_match).
+NUMBER_PATTERN = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+PAIR_PATTERN = r"[0-9]+:" + NUMBER_PATTERN
+
+
+class BadRecords:
+    """skip_bad_records: which records of a parsed window to drop, and how many were.
+
+    A libsvm line is bad when it is not a label and field_size id:value pairs; any record
+    is bad when an id is outside [0, feature_size). `skipped` counts them as they are read
+    (a tf.Variable the input pipeline adds to; a cached window is counted once).
+    """
+
+    def __init__(self, field_size: int, feature_size: int):
+        import tensorflow as tf
+
+        self.field_size, self.feature_size = field_size, feature_size
+        self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="bad_records_skipped")
+
+    def well_formed_lines(self, lines):
+        import tensorflow as tf
+
+        tokens = tf.strings.split(tf.strings.strip(lines))
+        label_ok = tf.reduce_all(tf.ragged.map_flat_values(tf.strings.regex_full_match, tokens[:, :1],
+                                                           NUMBER_PATTERN), axis=1)
+        pairs_ok = tf.reduce_all(tf.ragged.map_flat_values(tf.strings.regex_full_match, tokens[:, 1:],
+                                                           PAIR_PATTERN), axis=1)
+        return self._keep(lines, label_ok & pairs_ok & tf.equal(tokens.row_lengths(), self.field_size + 1))
+
+    def ids_in_range(self, features, label):
+        import tensorflow as tf
+
+        ids = features["ids"]
+        ok = tf.reduce_all((ids >= 0) & (ids < self.feature_size), axis=1)
+        return self._keep((features, label), ok)
+
+    def _keep(self, structure, ok):
+        import tensorflow as tf
+
+        self.skipped.assign_add(tf.reduce_sum(tf.cast(tf.logical_not(ok), tf.int64)))
+        return tf.nest.map_structure(lambda tensor: tf.boolean_mask(tensor, ok), structure)
+
+
+def batch_parser(data_format: str, field_size: int, bad_records: BadRecords | None = None):
     """A function from a batch of serialized records (string[batch]) to (features, label).
 
     Vectorised over the batch (P18: batch, then parse): one op call per batch instead of
-    one per record.
+    one per record. With `bad_records`, malformed libsvm lines and records with ids out of
+    range are dropped and counted instead of failing the job.
     """
     import tensorflow as tf
+
+    if bad_records is not None:
+        parse = batch_parser(data_format, field_size)
+        if data_format == "libsvm":
+            return lambda lines: bad_records.ids_in_range(*parse(bad_records.well_formed_lines(lines)))
+        return lambda serialized: bad_records.ids_in_range(*parse(serialized))
 
     if data_format == "tfrecord":
         spec = {

@@ -417,6 +417,12 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
             raise stopped(f"at step {int(optimizer.iterations.numpy())} ({where})")
         epoch_step.assign(0)
         record = {"epoch": epoch + 1, "train_loss": loss}
+        if hooks.bad_records is not None:  # skip_bad_records: say how many were dropped, not only count
+            record["bad_records_skipped"] = int(hooks.bad_records.skipped.numpy())
+            if record["bad_records_skipped"]:
+                log.warning("epoch=%d skip_bad_records: %d bad records skipped so far (malformed lines, "
+                            "ids outside [0, feature_size=%d))", epoch + 1, record["bad_records_skipped"],
+                            hp.feature_size)
         if inputs.eval_channel:
             record.update(evaluate(epoch + 1, pass_index))
         history.append(record)
@@ -446,6 +452,7 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
         "epochs": int(epoch_counter.numpy()),
         "steps": int(optimizer.iterations.numpy()),
         "resumed_from_epoch": start_epoch,
+        "bad_records_skipped": None if hooks.bad_records is None else int(hooks.bad_records.skipped.numpy()),
         "history": history,
         "model": hooks.source,
         "distribution": plan.mode,
