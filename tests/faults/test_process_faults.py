@@ -2,6 +2,7 @@
 task killed, SIGTERM mid-epoch and the resume after it. Each asserts the exit status, the
 failure file's first line and how long the job took to end."""
 import os
+import re
 import signal
 import time
 
@@ -44,7 +45,9 @@ def test_a_stalled_input_ends_the_job_with_the_stacks(aws_split, tmp_path, recor
     seconds = time.monotonic() - started
     assert run.exit_code == 3, run.log[-3000:]
     line = first_line(run)
-    assert line.startswith("rank 0 on algo-1: no progress for ") and "while training epoch 1 (last step " in line, line
+    # Which window blocks depends on the order the parallel map starts its calls: steps may or may not have run.
+    assert re.match(r"rank 0 on algo-1: no progress for \d+ s while training epoch 1 \((last step \d+|no step yet)\)",
+                    line), line
     assert "every thread's stack is in the log" in line
     assert "Thread 0x" in run.log and "_second_window_never_comes" in run.log  # faulthandler's dump
     assert seconds < stall_sec + END_WITHIN_SEC
