@@ -17,11 +17,10 @@ from trainer.contract.channels import eval_channel_name
 from trainer.contract.job import Job
 from trainer.data import diagnose
 from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
-from trainer.errors import JobError
+from trainer.errors import JobError, Stopped
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
-from trainer.errors import Stopped
 from trainer.training import equal_steps, switches
 from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog
@@ -305,9 +304,10 @@ class Inputs:
 def restore_latest(checkpoint, manager, options) -> None:
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint, options=options).expect_partial()
-        log.info("resumed from %s: %d epochs and %d steps done (%d steps into epoch %d)",
-                 manager.latest_checkpoint, int(checkpoint.epoch), int(checkpoint.optimizer.iterations.numpy()),
-                 int(checkpoint.epoch_step), int(checkpoint.epoch) + 1)
+        into = int(checkpoint.epoch_step)
+        log.info("resumed from %s: %d epochs and %d steps done%s", manager.latest_checkpoint, int(checkpoint.epoch),
+                 int(checkpoint.optimizer.iterations.numpy()),
+                 f" ({into} steps into epoch {int(checkpoint.epoch) + 1})" if into else "")
 
 
 def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
@@ -350,7 +350,8 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
     checkpoint_options = tf.train.CheckpointOptions(experimental_io_device=runtime.io_device)
     if runtime.writes_outputs:  # the chief restores; the others get its state (P8)
         restore_latest(checkpoint, manager, checkpoint_options)
-    start_epoch, resume_step = runtime.broadcast_from_chief((int(epoch_counter.numpy()), int(epoch_step.numpy())))
+    start_epoch = runtime.broadcast_from_chief(int(epoch_counter.numpy()))
+    resume_step = runtime.broadcast_from_chief(int(epoch_step.numpy()))
     epoch_counter.assign(start_epoch)
     runtime.sync_initial_state(model, optimizer)
     runtime.prepare(model, optimizer)
@@ -381,7 +382,7 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
                 manager.save(checkpoint_number=int(optimizer.iterations.numpy()), options=checkpoint_options)
 
     def stopped(where: str) -> Stopped:
-        runtime.broadcast_from_chief(True)  # every rank stays until the chief has saved
+        runtime.broadcast_from_chief(1)  # every rank stays until the chief has saved
         saved = (f"checkpoint saved in {job.checkpoint_dir}: a job started again with it resumes there"
                  if runtime.writes_outputs else "the chief saved the checkpoint")
         return Stopped(f"{process.name}: stopped by SIGTERM {where}; {saved}", reported=runtime.writes_outputs)
@@ -432,7 +433,8 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
                  if inputs.eval_channel else "", throughput.samples_per_sec, per_dollar(throughput.samples_per_sec))
         epoch_counter.assign(epoch + 1)
         save_checkpoint(epoch + 1)
-        if stop.requested and epoch + 1 < hp.num_epochs:
+        # The chief decides, so that every rank stops at this epoch's end or none does.
+        if runtime.broadcast_from_chief(int(stop.requested)) and epoch + 1 < hp.num_epochs:
             raise stopped(f"at the end of epoch {epoch + 1} (step {int(optimizer.iterations.numpy())})")
 
     if inputs.eval_channel and not history:  # resumed after the last epoch: evaluate what was restored
