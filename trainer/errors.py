@@ -17,3 +17,8 @@ class Stopped(Exception):
     def __init__(self, message: str, reported: bool = True):
         super().__init__(message)
         self.reported = reported
+
+
+class PeerLost(Exception):
+    """Another process of the job is gone (a collective or RPC to it failed); the message
+    names it when TensorFlow says which it was."""

@@ -92,7 +92,7 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
     which one failed; a callable is asked when a failure happens (the name may only be
     known once the job's configuration has been read).
     """
-    from trainer.errors import JobError, Stopped
+    from trainer.errors import JobError, PeerLost, Stopped
 
     def prefix() -> str:
         name = who() if callable(who) else who
@@ -107,6 +107,9 @@ def report_failures(output_dir: str, work, who: str = "") -> int:
             write_failure(output_dir, str(err))
         log.warning("%s", err)
         return EXIT_STOPPED
+    except PeerLost as err:  # a consequence: the message says of what
+        failure_from_exception(output_dir, err, str(err))
+        return EXIT_JOB_ERROR
     except JobError as err:
         failure_from_exception(output_dir, err, prefix() + str(err))
         return EXIT_JOB_ERROR

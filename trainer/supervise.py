@@ -125,6 +125,31 @@ class Supervised:
             signal.signal(signal.SIGTERM, previous)
 
 
+# TensorFlow's words when a peer of a multi-worker or parameter-server job is gone: (its
+# message, what it means). The task named is the one that stopped answering.
+TF_PEER_LOST = (
+    (re.compile(r"Task /job:(?P<job>\w+)/replica:\d+/task:(?P<task>\d+) heartbeat timeout"),
+     "stopped answering (TensorFlow's heartbeat timed out)"),
+    (re.compile(r"(?P<why>failed to connect to all addresses|Connection reset by peer|Socket closed)\s+"
+                r"Additional GRPC error information from remote target /job:(?P<job>\w+)/replica:\d+/task:(?P<task>\d+)"),
+     "cannot be reached (gRPC: {why})"),
+)
+
+
+def lost_peer_reason(plan, who: str, tf_message: str) -> str:
+    """The failure reason of a process whose collective or RPC failed because another
+    process of the job is gone: names that process when TensorFlow says which it was."""
+    for pattern, meaning in TF_PEER_LOST:
+        lost = pattern.search(tf_message)
+        if lost:
+            task = {"type": lost.group("job"), "index": int(lost.group("task"))}
+            peer = next((p for p in plan.processes if p.tf_config and p.tf_config["task"] == task), None)
+            name = peer.name if peer else f"TensorFlow task /job:{task['type']}/task:{task['index']}"
+            return f"{who}: {name} {meaning.format(**lost.groupdict())}: it failed, was preempted or crashed; see its own log"
+    return (f"{who}: lost contact with another process of the job (TensorFlow's UnavailableError, below); "
+            "the one that failed first names itself in its own host's failure file or log")
+
+
 def blame_first(output_dir: str, who: str, why: str) -> str:
     """Put "`who` `why`" first in the failure file (the others' errors stay below it)."""
     reason = f"{who} {why}; the other processes were ended because of it"

@@ -87,9 +87,26 @@ def test_a_killed_parameter_server_task_ends_the_job_and_is_named(aws_split, tmp
     with open(os.path.join(second_host, "output", "failure")) as f:
         line = f.readline().strip()
     assert line == "ps task on algo-2 was killed by signal 9 (SIGKILL)", line
+    assert first_line(run).startswith("chief on algo-1: "), first_line(run)  # the coordinator: a consequence
     assert seconds < END_WITHIN_SEC
     assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": second_host})
     record_fault("a parameter-server task killed (SIGKILL), its host's failure file", line, seconds)
+
+
+def test_a_killed_multi_worker_mirrored_worker_is_named_by_the_chief(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "multi_worker_mirrored", "num_epochs": 1000,
+                                                   "log_steps": 10}, hosts=2)
+    job.wait_for(r" step=\d+ epoch=")
+    worker = pids_of("trainer.entry", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-2")})
+    assert len(worker) == 1, worker
+    run, seconds = kill_and_time(job, worker[0])  # the whole host's `train`, as when an instance is lost
+    assert run.exit_code != 0
+    # TensorFlow notices by a heartbeat or a broken connection, whichever comes first: both name the worker.
+    assert re.match(r"rank 0 on algo-1: rank 1 on algo-2 (stopped answering|cannot be reached) \(.+\): it failed, "
+                    r"was preempted or crashed; see its own log$", first_line(run)), first_line(run)
+    assert seconds < END_WITHIN_SEC
+    record_fault("a multi-worker mirrored worker killed (SIGKILL), the chief's failure file", first_line(run),
+                 seconds)
 
 
 @pytest.fixture(scope="module")

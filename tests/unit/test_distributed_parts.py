@@ -1,5 +1,7 @@
 """The pieces the distributed modes share: padding for equal steps, aggregated evaluation,
 the warm-up schedule."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -57,3 +59,43 @@ def test_evaluation_over_shards_equals_evaluation_of_the_whole():
 def test_warmup_ramps_to_the_scaled_rate():
     schedule = WarmupSchedule(0.001, 0.004, 100)
     assert [round(float(schedule(step)), 6) for step in (0, 50, 100, 1000)] == [0.001, 0.0025, 0.004, 0.004]
+
+
+@pytest.mark.parametrize("tf_message, expected", [
+    ("Collective ops is aborted by: Error reported from /job:worker/task:0: Task /job:worker/replica:0/task:0 "
+     "heartbeat timeout. This indicates that the remote task has failed",
+     "rank 0 on algo-1: rank 1 on algo-2 stopped answering (TensorFlow's heartbeat timed out): it failed, "
+     "was preempted or crashed; see its own log"),
+    ("Graph execution error:\nfailed to connect to all addresses\nAdditional GRPC error information from remote "
+     "target /job:ps/replica:0/task:1/device:CPU:0 while calling /tensorflow.eager.EagerService/RunComponentFunction:",
+     "rank 0 on algo-1: ps on algo-2 cannot be reached (gRPC: failed to connect to all addresses): it failed, "
+     "was preempted or crashed; see its own log"),
+    ("Collective ops is aborted by: Connection reset by peer\nAdditional GRPC error information from remote target "
+     "/job:worker/replica:0/task:0 while calling /tensorflow.WorkerService/RecvBuf:",
+     "rank 0 on algo-1: rank 1 on algo-2 cannot be reached (gRPC: Connection reset by peer): it failed, "
+     "was preempted or crashed; see its own log"),
+    ("Socket closed",
+     "rank 0 on algo-1: lost contact with another process of the job (TensorFlow's UnavailableError, below); "
+     "the one that failed first names itself in its own host's failure file or log"),
+])
+def test_a_lost_peer_is_named_from_tensorflows_words(tf_message, expected):
+    from trainer.supervise import lost_peer_reason
+
+    plan = SimpleNamespace(processes=[
+        SimpleNamespace(tf_config={"task": {"type": "chief", "index": 0}}, name="rank 0 on algo-1"),
+        SimpleNamespace(tf_config={"task": {"type": "worker", "index": 0}}, name="rank 1 on algo-2"),
+        SimpleNamespace(tf_config={"task": {"type": "ps", "index": 1}}, name="ps on algo-2"),
+    ])
+    assert lost_peer_reason(plan, "rank 0 on algo-1", tf_message) == expected
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
+     (1, "was killed by signal 9 (SIGKILL)")),
+    ("The first process to do so was:\n\n  Process name: [[30286,1],3]\n  Exit code:    143\n", (3, "exited with code 143")),
+    ("Primary job terminated normally", None),
+])
+def test_mpirun_names_the_first_rank_that_failed(output, expected):
+    from trainer.supervise import first_failed_rank
+
+    assert first_failed_rank(output) == expected

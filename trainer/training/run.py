@@ -17,10 +17,11 @@ from trainer.contract.channels import eval_channel_name
 from trainer.contract.job import Job
 from trainer.data import diagnose
 from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
-from trainer.errors import JobError, Stopped
+from trainer.errors import JobError, PeerLost, Stopped
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
+from trainer.supervise import lost_peer_reason
 from trainer.training import equal_steps, switches
 from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog
@@ -316,6 +317,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
     watchdog = Watchdog(process.name, job.output_dir, hp.stall_timeout_sec).start()
     try:
         return _train(job, plan, process, runtime, cpu_settings, watchdog)
+    except tf.errors.UnavailableError as err:  # TensorFlow's word for a peer that is gone
+        raise PeerLost(lost_peer_reason(plan, process.name, getattr(err, "message", str(err)))) from err
     finally:
         watchdog.stop()
 
