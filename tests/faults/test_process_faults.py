@@ -140,3 +140,33 @@ def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_
     assert resumed.metrics["steps"] == whole.metrics["steps"]
     assert resumed.metrics["epochs"] == whole.metrics["epochs"] == 2
     assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.01, (resumed.metrics, whole.metrics)
+
+
+def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_resumes(generated, tmp_path,
+                                                                                    record_fault):
+    channels = {"training": generated["train"], "evaluation": generated["eval"]}
+    hp = {"distribution": "multi_worker_mirrored", "num_epochs": 2, "log_steps": 32}
+    whole = run_local(tmp_path / "whole", channels, hp, hosts=2)
+    assert whole.exit_code == 0, whole.log[-3000:]
+
+    job = WatchedJob(tmp_path / "stopped", channels, hp, hosts=2)
+    job.wait_for(r" step=\d+ epoch=1 ")
+    # SageMaker signals each host on its own: here the worker's host alone, the hardest case
+    # (the chief, still stepping, would wait in the all-reduce if the workers did not vote).
+    worker = pids_of("trainer.entry", {"SAGEMAKER_BASE_DIR": str(tmp_path / "stopped" / "algo-2")})
+    assert len(worker) == 1, worker
+    run, seconds = kill_and_time(job, worker[0], signal.SIGTERM)
+    assert run.exit_code == 143, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("rank 0 on algo-1: stopped by SIGTERM at step ") and "steps into epoch 1)" in line, line
+    assert line.endswith("a job started again with it resumes there"), line
+    step = re.search(r"at step (\d+) ", line).group(1)
+    assert f"rank 1 on algo-2: stopped by SIGTERM at step {step} " in run.log  # the same step on both
+    assert seconds < END_WITHIN_SEC
+    record_fault("SIGTERM to one multi-worker mirrored host mid-epoch, the chief's failure file", line, seconds)
+
+    resumed = run_local(tmp_path / "stopped", channels, hp, hosts=2)
+    assert resumed.exit_code == 0, resumed.log[-3000:]
+    assert "epoch=1 resuming after its first " in resumed.log
+    assert resumed.metrics["steps"] == whole.metrics["steps"]
+    assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.01, (resumed.metrics, whole.metrics)

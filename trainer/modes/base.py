@@ -43,8 +43,9 @@ class Runtime:
 
         return [StopAtNextStep(self.stop_request)]
 
-    def steps_per_epoch(self, dataset) -> int | None:
-        """Steps of an epoch over this process's `dataset`; None: one pass over it."""
+    def steps_per_epoch(self, dataset, skipped: int = 0) -> int | None:
+        """Steps of this pass over this process's `dataset`, which starts `skipped` batches
+        into the epoch (a resumed one); None: one pass over it."""
         return None
 
     def training_dataset(self, dataset):

@@ -7,7 +7,8 @@ used: the plan already decided, P3) in batches per replica. Every worker runs th
 number of steps (P5): the smallest shard's batch count, found by counting each worker's
 batches once and all-reducing the counts. (Horovod's per-step agreement cannot be used
 here: the strategy does not allow its gradient all-reduce inside a conditional.) Counting
-needs File mode; the planner refuses Pipe mode for this strategy.
+needs File mode; the planner refuses Pipe mode for this strategy. A stop (SIGTERM) is voted
+on after every step, so that all workers end the pass at the same step (equal_steps).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.modes.base import Runtime
+from trainer.training import equal_steps
+from trainer.training.stop import StopAtNextStep
 
 
 class MultiWorkerMirroredRuntime(Runtime):
@@ -31,14 +34,26 @@ class MultiWorkerMirroredRuntime(Runtime):
     def scope(self):
         return self.strategy.scope()
 
-    def steps_per_epoch(self, dataset) -> int:
+    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
         if self._common_steps is None:
-            own = sum(1 for _ in dataset)  # this worker's batches (the input is the same every epoch)
+            # This worker's batches of a whole epoch (the input is the same every epoch).
+            own = skipped + sum(1 for _ in dataset)
             counts = np.zeros(self.plan.world_size, np.int64)
             counts[self.process.rank] = own
             (everyone,) = self.all_reduce_sum([counts])
             self._common_steps = int(everyone.min())
-        return self._common_steps
+        return max(0, self._common_steps - skipped)
+
+    def prepare(self, model, optimizer) -> None:
+        equal_steps.install_stop_vote(
+            model, lambda value: tf.distribute.get_replica_context().all_reduce("SUM", value),
+            self.stop_request.flag)
+
+    def callbacks(self) -> list:
+        return [equal_steps.StopWhenARankIsDone(self.stop_request)]
+
+    def stop_callbacks(self) -> list:
+        return [StopAtNextStep(self.stop_request, agree=True)]  # the workers vote, then stop together
 
     def sync_initial_state(self, model, optimizer) -> None:
         # Only the chief restored a checkpoint (the others cannot see its disk): everyone

@@ -57,7 +57,7 @@ class HorovodRuntime(Runtime):
     def stop_callbacks(self) -> list:
         return [StopAtNextStep(self.stop_request, agree=True)]  # the ranks agree, then stop together
 
-    def steps_per_epoch(self, dataset) -> int:
+    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
         return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has
 
     def training_dataset(self, dataset):

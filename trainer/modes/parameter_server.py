@@ -53,12 +53,12 @@ class ParameterServerRuntime(Runtime):
                      ", ".join(f"{s.shape[0]} rows on {s.device.split('/')[1]}/{s.device.split('/')[3]}"
                                for s in shards))
 
-    def steps_per_epoch(self, dataset) -> int:
+    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
         """An epoch is one pass over the whole training set, in batches spread over the
         workers; the coordinator counts its batches once."""
         if self._steps is None:
-            self._steps = max(1, sum(1 for _ in dataset))
-        return self._steps
+            self._steps = max(1, skipped + sum(1 for _ in dataset))
+        return max(0, self._steps - skipped)
 
     def training_dataset(self, dataset):
         workers = {p.rank: p for p in self.plan.processes if p.role == "worker"}

@@ -16,6 +16,12 @@ The records a rank holds beyond the common step count are not used in that epoch
 The same agreement stops the ranks together when one of them is asked to stop (SIGTERM,
 trainer.training.stop): that rank offers -1, the minimum, and every rank ends the pass at
 the same step, marked as interrupted.
+
+A distribution strategy's step cannot sit in a conditional (its gradient all-reduce is
+placed when the step is traced), and its workers run a step count agreed up front: there
+only the stop is voted on, after each step (`install_stop_vote`), with the same outcome.
+Without a vote, hosts that get SIGTERM a step apart (SageMaker signals each host on its own)
+would stop at different steps and the ones still stepping would wait in the all-reduce.
 """
 from __future__ import annotations
 
@@ -56,6 +62,20 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
         return {**logs, HAS_DATA: everyone}
 
     # An instance attribute: Keras' fit calls self.train_step, so this one runs.
+    model.train_step = train_step
+
+
+def install_stop_vote(model, all_reduce_sum, stop_flag: tf.Variable) -> None:
+    """Make each step of `model.fit` end with a vote on stopping; `all_reduce_sum(tensor)`
+    sums over the replicas (inside the step), `stop_flag` is 1 once this rank is asked to stop.
+    Reports as `install` does: -1 once any rank asked, else 1."""
+    original_step = model.train_step
+
+    def train_step(data):
+        logs = original_step(data)
+        stops = all_reduce_sum(tf.identity(stop_flag))
+        return {**logs, HAS_DATA: tf.where(stops > 0, -1.0, 1.0)}
+
     model.train_step = train_step
 
 
