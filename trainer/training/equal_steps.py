@@ -66,14 +66,16 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
 
 
 def install_stop_vote(model, all_reduce_sum, stop_flag: tf.Variable) -> None:
-    """Make each step of `model.fit` end with a vote on stopping; `all_reduce_sum(tensor)`
+    """Make each step of `model.fit` carry a vote on stopping after it; `all_reduce_sum(tensor)`
     sums over the replicas (inside the step), `stop_flag` is 1 once this rank is asked to stop.
     Reports as `install` does: -1 once any rank asked, else 1."""
     original_step = model.train_step
 
     def train_step(data):
-        logs = original_step(data)
+        # Voted at the step's start, so the small all-reduce overlaps the step's own compute
+        # instead of adding its latency after the gradients' all-reduce.
         stops = all_reduce_sum(tf.identity(stop_flag))
+        logs = original_step(data)
         return {**logs, HAS_DATA: tf.where(stops > 0, -1.0, 1.0)}
 
     model.train_step = train_step
