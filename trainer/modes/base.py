@@ -12,6 +12,9 @@ class Runtime:
     input_for = None
     # The SIGTERM request (trainer.training.stop); set by the training run before prepare().
     stop_request = None
+    # True where the processes vote inside every step on stopping (trainer.training.equal_steps,
+    # installed by prepare()): a stop asked of one then ends the pass of all at the same step.
+    stop_by_vote = False
 
     def __init__(self, plan, process, hyperparameters):
         self.plan = plan
@@ -35,17 +38,22 @@ class Runtime:
         """After restoring a checkpoint: make every process start from the same state."""
 
     def callbacks(self) -> list:
-        return []
+        if not self.stop_by_vote:
+            return []
+        from trainer.training.equal_steps import StopWhenARankIsDone
+
+        return [StopWhenARankIsDone(self.stop_request)]
 
     def stop_callbacks(self) -> list:
-        """How fit stops at the next step once a stop is requested."""
+        """How fit stops at the next step once a stop is requested (voting: the flag is
+        raised, and the vote ends the pass)."""
         from trainer.training.stop import StopAtNextStep
 
-        return [StopAtNextStep(self.stop_request)]
+        return [StopAtNextStep(self.stop_request, agree=self.stop_by_vote)]
 
     def steps_per_epoch(self, dataset, skipped: int = 0) -> int | None:
-        """Steps of this pass over this process's `dataset`, which starts `skipped` batches
-        into the epoch (a resumed one); None: one pass over it."""
+        """Steps of a whole epoch; `dataset` is this process's pass, which starts `skipped`
+        batches into the epoch (a resumed one). None: one pass over `dataset`."""
         return None
 
     def training_dataset(self, dataset):

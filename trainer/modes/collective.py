@@ -20,11 +20,11 @@ import tensorflow as tf
 
 from trainer.modes.base import Runtime
 from trainer.training import equal_steps
-from trainer.training.stop import StopAtNextStep
 
 
 class MultiWorkerMirroredRuntime(Runtime):
     _common_steps = None
+    stop_by_vote = True  # equal_steps.install_stop_vote
     export_is_collective = True  # saving reads the mirrored variables through a collective
 
     def start(self) -> None:
@@ -42,18 +42,12 @@ class MultiWorkerMirroredRuntime(Runtime):
             counts[self.process.rank] = own
             (everyone,) = self.all_reduce_sum([counts])
             self._common_steps = int(everyone.min())
-        return max(0, self._common_steps - skipped)
+        return self._common_steps
 
     def prepare(self, model, optimizer) -> None:
         equal_steps.install_stop_vote(
             model, lambda value: tf.distribute.get_replica_context().all_reduce("SUM", value),
             self.stop_request.flag)
-
-    def callbacks(self) -> list:
-        return [equal_steps.StopWhenARankIsDone(self.stop_request)]
-
-    def stop_callbacks(self) -> list:
-        return [StopAtNextStep(self.stop_request, agree=True)]  # the workers vote, then stop together
 
     def sync_initial_state(self, model, optimizer) -> None:
         # Only the chief restored a checkpoint (the others cannot see its disk): everyone

@@ -16,12 +16,13 @@ import tensorflow as tf
 from trainer.errors import JobError
 from trainer.modes.base import Runtime
 from trainer.training import equal_steps
-from trainer.training.stop import StopAtNextStep
 
 log = logging.getLogger(__name__)
 
 
 class HorovodRuntime(Runtime):
+    stop_by_vote = True  # in the step's own agreement (equal_steps.install)
+
     def start(self) -> None:
         name = self.hp.horovod_module
         try:
@@ -50,12 +51,6 @@ class HorovodRuntime(Runtime):
     def sync_initial_state(self, model, optimizer) -> None:
         # P8: every rank starts from rank 0's weights and optimizer state (restored or fresh).
         self.ops.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
-
-    def callbacks(self) -> list:
-        return [equal_steps.StopWhenARankIsDone(self.stop_request)]
-
-    def stop_callbacks(self) -> list:
-        return [StopAtNextStep(self.stop_request, agree=True)]  # the ranks agree, then stop together
 
     def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
         return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has

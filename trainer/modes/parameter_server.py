@@ -58,7 +58,7 @@ class ParameterServerRuntime(Runtime):
         workers; the coordinator counts its batches once."""
         if self._steps is None:
             self._steps = max(1, skipped + sum(1 for _ in dataset))
-        return max(0, self._steps - skipped)
+        return self._steps
 
     def training_dataset(self, dataset):
         workers = {p.rank: p for p in self.plan.processes if p.role == "worker"}

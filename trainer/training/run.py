@@ -217,9 +217,9 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
                   may_be_empty: bool = False) -> float:
     """One pass of Keras fit (`steps` None: until the dataset ends); returns the epoch's mean loss
     (None if no step ran and `may_be_empty`: a resumed pass with nothing left, a stopped one)."""
-    before = int(model.optimizer.iterations.numpy())
     if steps == 0 and may_be_empty:  # resumed after the epoch's last step
         return None
+    before = int(model.optimizer.iterations.numpy())
     if steps is None:
         # Keras needs a step count with steps_per_execution > 1, and the size of the data is
         # unknown until it is read: the end of the pass ends the epoch.
@@ -412,8 +412,10 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
         with input_errors_explained(inputs.specs, hooks, hp), \
                 watchdog.phase(f"training epoch {epoch + 1}", first_limit_sec=fifo_wait(inputs.train_spec)):
             dataset = inputs.train.dataset(pass_index, epoch, skip)
+            epoch_steps = runtime.steps_per_epoch(dataset, skip)
             loss = fit_one_epoch(model, runtime.training_dataset(dataset), epoch, callbacks,
-                                 runtime.steps_per_epoch(dataset, skip), inputs.train_spec.name,
+                                 None if epoch_steps is None else max(0, epoch_steps - skip),
+                                 inputs.train_spec.name,
                                  may_be_empty=bool(skip) or stop.requested)
         train_seconds += time.perf_counter() - started
         if stop.interrupted_pass:
