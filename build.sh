@@ -4,7 +4,8 @@
 #   ./build.sh setup          install system packages and the pinned Python environment
 #   ./build.sh exec CMD...    run CMD inside that environment
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
-#   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS)
+#   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS; with none, the
+#                             CPU image builds in the background meanwhile, if it is missing)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer and
 #                             build make their own environments from bench-envs/)
@@ -13,6 +14,8 @@
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
+#   ./build.sh preflight      prove that two containers on one network find each other by name
+#                             (what multi-host jobs need), or say what is missing and how to fix it
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a
 # hash of the pin files and the Python version, so every clone with the same pins reuses
@@ -106,6 +109,21 @@ run_in_env() {
 }
 
 IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer"
+
+# The whole suite on a machine without the CPU image: build it in the background while the
+# Python environment is made and the tiers before the container tests run (its downloads
+# overlap their work); the container tests' own `image cpu` waits for it, then reuses it.
+prebuild_image() {
+  local eng
+  eng="$("$ROOT/docker/engine.sh" name 2>/dev/null || true)"
+  if [ -n "$eng" ] && "$eng" image inspect "localhost/$IMAGE_NAME:cpu" >/dev/null 2>&1; then
+    return 0  # built before: the tests' call takes seconds
+  fi
+  mkdir -p "$CACHE_DIR"
+  log "building the CPU image in the background (log: $CACHE_DIR/image-build.log)"
+  "$0" image cpu >"$CACHE_DIR/image-build.log" 2>&1 &
+}
 
 engine() { "$ROOT/docker/engine.sh" name; }
 
@@ -128,6 +146,10 @@ image() {
     gpu) file="$ROOT/docker/Dockerfile.gpu" ;;
     *) log "image: cpu or gpu, not $flavour"; exit 2 ;;
   esac
+  # One build at a time: the whole suite's early build (below) and the tests' own call.
+  mkdir -p "$CACHE_DIR"
+  exec 9>"$CACHE_DIR/image-$flavour.lock"
+  flock 9
   base_image
   eng="$(engine)"
   tag="localhost/$IMAGE_NAME:$flavour"
@@ -208,14 +230,18 @@ case "$cmd" in
   setup) setup ;;
   exec) run_in_env "$@" ;;
   demo) setup; run_in_env trainer demo "$@" ;;
-  test) setup; run_in_env python -m pytest "$@" ;;
+  test)
+    install_system_packages  # before the background build's own apt-get: one apt at a time
+    [ $# -eq 0 ] && prebuild_image
+    setup; run_in_env python -m pytest "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
   bench) setup; bench "$@" ;;
   base) base_image ;;
   image) image "$@" ;;
   image-lock) image_lock ;;
   sdk-setup) sdk_setup ;;
+  preflight) base_image; "$ROOT/docker/engine.sh" preflight docker.io/library/ubuntu:22.04 ;;
   push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
-  help|-h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  help|-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
