@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+from typing import NoReturn
 
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
+from trainer.errors import Stopped
 from trainer.report import clear_status, report_failures, write_success
 
 log = logging.getLogger("trainer")
@@ -26,8 +29,17 @@ def setup_logging() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def train_main() -> int:
+def stop_outside_training(signum, frame) -> None:
+    """SIGTERM before training has started (reading the job, waiting for the other hosts)
+    or after it has ended: nothing to save, so end now. In a container `train` is PID 1,
+    which the kernel gives no default action for SIGTERM: without a handler it would run
+    on until SIGKILL. Training installs its own handler (trainer.training.stop)."""
+    raise Stopped("stopped by SIGTERM outside training (while starting or ending): nothing to save")
+
+
+def train_main() -> NoReturn:
     setup_logging()
+    signal.signal(signal.SIGTERM, stop_outside_training)
     base_dir = base_dir_from_env()
     output_dir = output_dir_of(base_dir)
     clear_status(output_dir)
@@ -47,7 +59,17 @@ def train_main() -> int:
                      metrics["train_samples_per_sec"], metrics["export_dir"])
         else:
             log.info("done: this host's part of the job has ended")
-    return exit_code
+    end_process(exit_code)
+
+
+def end_process(exit_code: int) -> NoReturn:
+    """End `train` once its outputs are written. Python's own exit would first tear down
+    TensorFlow's runtime, which with parameter servers removes every function from every
+    remote task, one RPC at a time: minutes when the other hosts have already gone."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ entry as the container, with SAGEMAKER_BASE_DIR pointing at the folder.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import os
@@ -228,24 +227,17 @@ def _prefixed(stream, host: str) -> None:
         sys.stdout.buffer.flush()
 
 
-@contextlib.contextmanager
 def _stop_forwarded_to(processes: list):
     """SIGTERM to this process goes on to every host's `train`, as SageMaker's stop (or a
     spot interruption) reaches every container; they save and end by themselves."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    from trainer.supervise import handling_sigterm
 
     def forward(signum, frame):
         for process in processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
 
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return handling_sigterm(forward)
 
 
 def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.contract.job import Job
 from trainer.errors import JobError
+from trainer.peers import STATUS_PORT, PeerWait
 
 SINGLE, TOWER, MIRRORED = "single", "tower", "mirrored"
 HOROVOD, PARAMETER_SERVER, MULTI_WORKER_MIRRORED = "horovod", "parameter_server", "multi_worker_mirrored"
@@ -86,6 +87,12 @@ class Plan:
     sharding: str  # which row of P3's table applies
     processes: tuple[Process, ...]
     launch: Launch
+    # What this host waits for before its multi-host work (bounded by peer_wait_sec).
+    peer_waits: tuple[PeerWait, ...] = ()
+    # The host whose end is the job's end (the PS coordinator's, the MPI master's): the
+    # other hosts follow its state to tell a finished leader from a lost one. None: every
+    # host ends by itself (one host; multi-worker mirrored, whose workers end together).
+    leader: str | None = None
 
     def process(self, rank: int) -> Process:
         return next(p for p in self.processes if p.rank == rank)
@@ -263,9 +270,13 @@ def _mpi_command(job: Job, per_host: int) -> tuple[str, ...]:
                 "-x", "OMPI_MCA_btl_vader_single_copy_mechanism=none"]
     for name in sorted(_horovod_env(hp)):
         command += ["-x", name]
-    options = f"{job.framework_params.get(SDK_MPI_OPTIONS, '') or ''} {hp.mpi_options}".strip()
-    command += shlex.split(options)
+    command += shlex.split(mpi_options(job))
     return tuple(command) + WORKER_COMMAND
+
+
+def mpi_options(job: Job) -> str:
+    """Extra mpirun options: the SDK's custom MPI options, then the hyperparameter's."""
+    return f"{job.framework_params.get(SDK_MPI_OPTIONS, '') or ''} {job.hyperparameters.mpi_options}".strip()
 
 
 def _horovod_env(hp) -> dict:
@@ -285,6 +296,22 @@ def _launch(job: Job, mode: str, per_host: int) -> Launch:
     if mode == PARAMETER_SERVER:
         return Launch("parameter_server", WORKER_COMMAND)
     return Launch("in_process")
+
+
+def _peer_waits(job: Job, mode: str) -> tuple[PeerWait, ...]:
+    """Before multi-host work, every host waits for every other host's `train` to answer;
+    the coordinator's host also for every other host's PS and worker task, which it
+    connects to first."""
+    others = [h for h in job.hosts if h != job.current_host]
+    waits = [PeerWait(h, STATUS_PORT, "train") for h in others]
+    if mode == PARAMETER_SERVER and job.current_host == job.hosts[0]:
+        waits += [PeerWait(h, port, what) for h in others
+                  for port, what in ((PS_PORT, "ps task"), (PS_WORKER_PORT, "worker task"))]
+    return tuple(waits)
+
+
+def _leader(job: Job, mode: str) -> str | None:
+    return job.hosts[0] if len(job.hosts) > 1 and mode in (PARAMETER_SERVER, HOROVOD) else None
 
 
 STEPS_PER_EXECUTION = 32
@@ -379,4 +406,5 @@ def make_plan(job: Job) -> Plan:
         global_batch_size=hp.batch_size * world * replicas,
         learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
         warmup_steps=hp.warmup_steps if scale > 1 else 0,
-        sharding=sharding, processes=tuple(processes), launch=_launch(job, mode, per_host))
+        sharding=sharding, processes=tuple(processes), launch=_launch(job, mode, per_host),
+        peer_waits=_peer_waits(job, mode), leader=_leader(job, mode))

@@ -83,6 +83,9 @@ EXIT_JOB_ERROR = 1
 EXIT_INTERNAL_ERROR = 2
 EXIT_STALLED = 3  # the progress watchdog ended a process that made no progress
 EXIT_STOPPED = 143  # stopped by SIGTERM (128 + 15, the shell's convention), state saved
+# How long a stopped process may take to reach a step boundary and save: under the two
+# minutes SageMaker leaves between a spot interruption's notice and the end.
+STOP_GRACE_SEC = 100.0
 
 
 def report_failures(output_dir: str, work, who: str = "") -> int:

@@ -18,8 +18,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
-from trainer.report import write_failure
+from trainer import peers
+from trainer.errors import JobError, Stopped
+from trainer.report import EXIT_STOPPED, STOP_GRACE_SEC, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 
@@ -57,20 +60,55 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
 
 
-def children_of(pid: int) -> list[int]:
-    """Direct children of `pid` (from /proc: Linux only, as in the container)."""
-    children = []
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every process (from /proc: Linux only, as in
+    the container)."""
+    found = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     # The command name (field 2) may hold spaces; the parent id follows its ')'.
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                    stat = f.read()
+                name = stat[stat.index("(") + 1:stat.rindex(")")]
+                found[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), name)
             except (OSError, IndexError, ValueError):
                 continue
-            if parent == pid:
-                children.append(int(entry))
-    return children
+    return found
+
+
+def children_of(pid: int, except_named: tuple[str, ...] = ()) -> list[int]:
+    """Direct children of `pid`, but those whose command is one of `except_named`."""
+    return [child for child, (parent, name) in _processes().items()
+            if parent == pid and name not in except_named]
+
+
+def children_of_named(name: str) -> list[int]:
+    """Direct children of every process called `name` (an MPI worker host's ranks are
+    the children of its `orted`)."""
+    table = _processes()
+    parents = {pid for pid, (_, command) in table.items() if command == name}
+    return [pid for pid, (parent, _) in table.items() if parent in parents]
+
+
+def send_sigterm(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def handling_sigterm(handler):
+    """`handler(signum, frame)` for SIGTERM while the block runs (signals reach the main
+    thread only: elsewhere the block runs without it); the previous handler after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Supervised:
@@ -79,9 +117,10 @@ class Supervised:
     children (mpirun's ranks: mpirun would pass it on too, but SIGKILLs them a second
     later, too soon for the chief to save a checkpoint)."""
 
-    def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400):
+    def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400,
+                 cwd: str | None = None):
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        preexec_fn=die_with_parent)
+                                        preexec_fn=die_with_parent, cwd=cwd)
         self.stop_grandchildren = stop_grandchildren
         self.stop_requested = False
         self._tail = collections.deque(maxlen=tail_lines)
@@ -99,30 +138,18 @@ class Supervised:
         return "".join(self._tail)
 
     def wait(self) -> int:
-        with self._stop_passed_on():
+        with handling_sigterm(self._pass_stop_on):
             code = self.process.wait()
         self._copier.join(timeout=10)
         return code
 
-    @contextlib.contextmanager
-    def _stop_passed_on(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def forward(signum, frame):
-            self.stop_requested = True
-            log.warning("SIGTERM: passing it on to the training processes")
-            targets = children_of(self.process.pid) if self.stop_grandchildren else [self.process.pid]
-            for pid in targets:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-
-        previous = signal.signal(signal.SIGTERM, forward)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+    def _pass_stop_on(self, signum, frame) -> None:
+        self.stop_requested = True
+        log.warning("SIGTERM: passing it on to the training processes")
+        # Across hosts mpirun's children also include its ssh connections to the other
+        # hosts' orted: ending those would end the remote ranks before they can save.
+        send_sigterm(children_of(self.process.pid, except_named=("ssh",)) if self.stop_grandchildren
+                     else [self.process.pid])
 
 
 # TensorFlow's words when a peer of a multi-worker or parameter-server job is gone: (its
@@ -156,3 +183,53 @@ def blame_first(output_dir: str, who: str, why: str) -> str:
     write_failure(output_dir, reason, cause_first=True)
     log.error("%s", reason)
     return reason
+
+
+def run_mpirun(job, plan, command, cwd: str | None = None) -> None:
+    """Run mpirun on this host and supervise it: its output passed through, SIGTERM passed
+    on to this host's ranks, and a rank that died first named first in the failure file."""
+    command = [sys.executable if part == "python" else part for part in command]
+    log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
+    env = {**os.environ, **plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
+    mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd)
+    exit_code = mpirun.wait()
+    if exit_code == 0:
+        return
+    reported = os.path.exists(os.path.join(job.output_dir, "failure"))
+    if mpirun.stop_requested:
+        if reported:
+            raise AlreadyReported(EXIT_STOPPED)  # the ranks said where they stopped
+        raise Stopped("stopped by SIGTERM; the ranks ended before saving a checkpoint")
+    blamed = first_failed_rank(mpirun.output_tail)
+    # A rank killed by a signal wrote nothing, and the others' errors are consequences.
+    if blamed and (not reported or "signal" in blamed[1]):
+        blame_first(job.output_dir, plan.process(blamed[0]).name, blamed[1])
+        raise AlreadyReported(exit_code)
+    if reported:
+        raise AlreadyReported(exit_code)  # the failing rank said why
+    raise JobError(f"mpirun exited with code {exit_code} and no rank reported why")
+
+
+# After a SIGTERM a follower waits for the leader's save at most this much beyond its grace.
+FOLLOW_MARGIN_SEC = 20.0
+
+
+def follow_leader(job, plan, who: str, alive=lambda: None, on_stop=lambda: None) -> None:
+    """Wait until the plan's leader host has ended (trainer.peers.follow). A SIGTERM does not
+    end the wait: the leader saves first (SageMaker stops every host), so `on_stop()` passes
+    it on where needed, and the wait goes on for the leader's grace time at most."""
+    stopped_at: list[float] = []
+
+    def on_sigterm(signum, frame):
+        if not stopped_at:
+            stopped_at.append(time.monotonic())
+            on_stop()
+
+    def still_alive():
+        alive()
+        if stopped_at and time.monotonic() - stopped_at[0] > STOP_GRACE_SEC + FOLLOW_MARGIN_SEC:
+            raise Stopped(f"{job.current_host}: stopped by SIGTERM; {who} did not end within "
+                          f"{STOP_GRACE_SEC + FOLLOW_MARGIN_SEC:.0f} s")
+
+    with handling_sigterm(on_sigterm):
+        peers.follow(plan.leader, peers.STATUS_PORT, job.current_host, who, alive=still_alive)

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import run_local
-from watched import WatchedJob, first_line, pids_of
+from conftest import pids_of, run_local
+from watched import WatchedJob, first_line
 
 pytestmark = pytest.mark.slow
 END_WITHIN_SEC = 60  # after the fault: a bound on the job's end (a hang guard, not a speed claim)
@@ -111,10 +111,11 @@ def test_a_killed_multi_worker_mirrored_worker_is_named_by_the_chief(aws_split, 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """Enough rows for epochs of a few seconds: SIGTERM lands inside one."""
+    """Enough rows for epochs of a few seconds (over 200 steps a worker on two hosts): SIGTERM
+    lands inside one."""
     from trainer.data import datagen
 
-    return datagen.generate(str(tmp_path_factory.mktemp("generated")), 300_000, 20_000, files=4)
+    return datagen.generate(str(tmp_path_factory.mktemp("generated")), 120_000, 20_000, files=4)
 
 
 def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_path, record_fault):

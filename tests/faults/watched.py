@@ -1,8 +1,7 @@
 """Helpers of the fault tests: jobs watched while they run (to kill a process or send a
-signal at the right moment), and how a test finds one process of its own job."""
+signal at the right moment)."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import threading
@@ -52,25 +51,6 @@ class WatchedJob:
                 self.process.kill()
         self._reader.join(timeout=10)
         return JobRun(first_host_folder(self.job_dir, self.hosts), self.process.returncode, self.log)
-
-
-def pids_of(command_part: str, environment: dict[str, str]) -> list[int]:
-    """Processes whose command line holds `command_part` and whose environment holds all of
-    `environment` (how a test finds one rank or task of its own job)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = dict(item.split("=", 1) for item in f.read().decode(errors="replace").split("\0") if "=" in item)
-        except OSError:
-            continue
-        if command_part in command and all(env.get(k) == v for k, v in environment.items()):
-            found.append(int(entry))
-    return found
 
 
 def first_line(run: JobRun) -> str:

@@ -1,4 +1,6 @@
 """The planner over a table of jobs: whole plans, the four sharding cases, the SDK's keys."""
+import dataclasses
+
 import pytest
 
 from trainer.contract.hyperparameters import parse_hyperparameters
@@ -223,3 +225,32 @@ def test_every_mode_has_a_runtime():
     from trainer.modes import RUNTIMES
 
     assert set(RUNTIMES) == set(DISTRIBUTIONS) - {"auto"}
+
+
+def on_host(base: Job, index: int) -> Job:
+    return dataclasses.replace(base, current_host=base.hosts[index])
+
+
+PS_WAITS = [("algo-2", 2225, "train"), ("algo-2", 2223, "ps task"), ("algo-2", 2224, "worker task")]
+PEER_CASES = {
+    # (job, host index) -> (what the host waits for before its multi-host work, the leader)
+    "one host: no wait, no leader": (job(), 0, [], None),
+    "one host, horovod: none either": (job(gpus=4), 0, [], None),
+    "PS coordinator's host: the other's train, ps and worker task": (job(hosts=2), 0, PS_WAITS, "algo-1"),
+    "PS other host: the coordinator's train": (job(hosts=2), 1, [("algo-1", 2225, "train")], "algo-1"),
+    "MPI master: every other host's train": (
+        job(hosts=3, sdk=MPI_2), 0, [("algo-2", 2225, "train"), ("algo-3", 2225, "train")], "algo-1"),
+    "MPI worker: every other host's train": (
+        job(hosts=3, sdk=MPI_2), 2, [("algo-1", 2225, "train"), ("algo-2", 2225, "train")], "algo-1"),
+    "multi-worker mirrored: no leader, every host ends by itself": (
+        job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": True}), 1,
+        [("algo-1", 2225, "train")], None),
+}
+
+
+@pytest.mark.parametrize("name", PEER_CASES)
+def test_peer_waits_and_leader(name):
+    base, index, waits, leader = PEER_CASES[name]
+    plan = make_plan(on_host(base, index))
+    assert [(w.host, w.port, w.what) for w in plan.peer_waits] == waits
+    assert plan.leader == leader

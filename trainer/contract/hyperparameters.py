@@ -279,6 +279,9 @@ SPECS: tuple[Spec, ...] = (
          group="distribution", minimum=0.0, allow_auto=True),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
+    Spec("peer_wait_sec", "float", 300.0, "Multi-host jobs: how long each host waits for the "
+         "others to resolve and answer (their train, parameter-server tasks, sshd) before the job fails "
+         "naming the ones missing; logged every 10 s while it lasts.", group="distribution", minimum=1.0),
     # CPU (P17): auto values are derived from the job's CPUs at start and logged
     Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process minus one (left to the input pipeline).",
          group="cpu", minimum=0, allow_auto=True),

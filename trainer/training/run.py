@@ -338,7 +338,7 @@ def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
              inputs.describe())
 
     tf.keras.utils.set_random_seed(hp.seed)
-    switches.apply_precision(hp)
+    switches.apply_precision(hp, on_cpu=not job.num_gpus)
     with runtime.scope():
         model = hooks.model_fn()
         optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())

@@ -19,11 +19,9 @@ import threading
 
 import tensorflow as tf
 
-from trainer.report import EXIT_STOPPED, write_failure
+from trainer.report import EXIT_STOPPED, STOP_GRACE_SEC, write_failure
 
 log = logging.getLogger("trainer")
-# Under the two minutes SageMaker leaves between a spot interruption's notice and the end.
-STOP_GRACE_SEC = 100.0
 
 
 class StopRequest:

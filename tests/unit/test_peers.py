@@ -1,0 +1,180 @@
+"""Waiting for the job's other hosts and following the leader's end, over real sockets on
+this machine: what answers, what never resolves, what never answers, and how a leader's
+final state (or its silence) reaches a follower."""
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from trainer import peers
+from trainer.errors import JobError, PeerLost, Stopped
+from trainer.peers import PeerWait
+
+UNRESOLVABLE = "algo-2.invalid"  # .invalid never resolves (RFC 2606)
+
+
+@pytest.fixture
+def listening():
+    """A port on this machine that answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    yield server.getsockname()[1]
+    server.close()
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        return server.getsockname()[1]
+
+
+def test_returns_once_every_peer_answers(listening):
+    peers.wait_for([PeerWait("localhost", listening, "train")], timeout_sec=5, poll_sec=0.1)
+
+
+WAIT_CASES = {
+    # peers -> the failure's first words (the hosts named, and how long it tried)
+    "a host that never resolves": (
+        lambda: [PeerWait(UNRESOLVABLE, 2225, "train")],
+        lambda waits: f"host {UNRESOLVABLE} never resolved (tried for 1 s, peer_wait_sec): "
+                      "a host that does not resolve never started"),
+    "one that resolves and never answers": (
+        lambda: [PeerWait("localhost", closed_port(), "ps task")],
+        lambda waits: f"localhost's ps task never answered on port {waits[0].port} (tried for 1 s, peer_wait_sec)"),
+    "several peers of one unresolved host named once": (
+        lambda: [PeerWait(UNRESOLVABLE, 2225, "train"), PeerWait(UNRESOLVABLE, 2223, "ps task")],
+        lambda waits: f"host {UNRESOLVABLE} never resolved (tried for 1 s"),
+}
+
+
+@pytest.mark.parametrize("name", WAIT_CASES)
+def test_failure_names_the_missing_hosts(name):
+    make, expected = WAIT_CASES[name]
+    waits = make()
+    with pytest.raises(JobError) as failed:
+        peers.wait_for(waits, timeout_sec=1, poll_sec=0.2)
+    assert str(failed.value).startswith(expected(waits)), str(failed.value)
+
+
+def test_an_answering_peer_is_not_named_with_the_missing_one(listening):
+    with pytest.raises(JobError) as failed:
+        peers.wait_for([PeerWait("localhost", listening, "train"), PeerWait(UNRESOLVABLE, 2225, "train")],
+                       timeout_sec=1, poll_sec=0.2)
+    assert str(failed.value).startswith(f"host {UNRESOLVABLE} never resolved") and "localhost" not in str(failed.value)
+
+
+def test_the_wait_logs_which_hosts_are_still_missing(caplog, listening):
+    caplog.set_level(logging.INFO, logger="trainer")
+    with pytest.raises(JobError):
+        peers.wait_for([PeerWait(UNRESOLVABLE, 2225, "train"), PeerWait("localhost", listening, "train")],
+                       timeout_sec=1.5, poll_sec=0.2, log_every_sec=0.5)
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("still waiting")]
+    assert progress and all(f"for 1 of 2: {UNRESOLVABLE} (does not resolve)" in line for line in progress)
+
+
+def test_sigterm_ends_the_wait():
+    def stop(signum, frame):
+        raise Stopped("stopped by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    try:
+        with pytest.raises(Stopped):  # not the JobError that ends the wait after 60 s
+            peers.wait_for([PeerWait(UNRESOLVABLE, 2225, "train")], timeout_sec=60, poll_sec=0.2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture
+def leader():
+    server = peers.StatusServer("algo-1", 0)
+    yield server
+    server.close()
+
+
+def follow(server, **kwargs):
+    peers.follow("localhost", server.port, "algo-2", "the coordinator on algo-1", poll_sec=0.1, **kwargs)
+
+
+def end(leader, state, reason=""):
+    """The leader's end: its final state, read by algo-2, then its process (port) gone."""
+    def run():
+        leader.finish(state, reason, followers=("algo-2",))
+        time.sleep(0.3)
+        leader.close()
+
+    threading.Thread(target=run).start()
+
+
+def test_a_follower_sees_the_leader_running_then_done_then_gone(leader):
+    assert peers.read_status("localhost", leader.port, "algo-2") == "running"
+    started = time.monotonic()
+    threading.Timer(0.3, end, (leader, peers.DONE)).start()
+    follow(leader, exit_wait_sec=30)
+    assert time.monotonic() - started < 10  # it ended when the port closed, not after exit_wait_sec
+    assert peers.read_status("localhost", leader.port, "algo-2") is None
+
+
+def test_a_follower_waits_a_bounded_time_for_a_done_leader_to_end(leader):
+    leader.finish(peers.DONE, followers=())  # its process never ends
+    follow(leader, exit_wait_sec=0.5)
+    assert peers.read_status("localhost", leader.port, "algo-2") == "done"
+
+
+FINAL_CASES = {
+    # the leader's final state -> what the follower raises, and its first words
+    "failed": (peers.FAILED, "rank 3 on algo-2 was killed by signal 9 (SIGKILL)", PeerLost,
+               "algo-2: the coordinator on algo-1 failed: rank 3 on algo-2 was killed by signal 9 (SIGKILL)"),
+    "stopped": (peers.STOPPED, "stopped by SIGTERM at step 10; checkpoint saved", Stopped,
+                "algo-2: the job was stopped; the coordinator on algo-1: stopped by SIGTERM at step 10"),
+}
+
+
+@pytest.mark.parametrize("name", FINAL_CASES)
+def test_a_follower_ends_as_the_leader_did(leader, name):
+    state, reason, raised, expected = FINAL_CASES[name]
+    end(leader, state, reason)
+    with pytest.raises(raised) as ended:
+        follow(leader)
+    assert str(ended.value).startswith(expected), str(ended.value)
+
+
+def test_a_leader_that_goes_silent_is_lost(leader):
+    threading.Timer(0.3, leader.close).start()  # no final state: the host is gone
+    with pytest.raises(PeerLost) as lost:
+        follow(leader, lost_after_sec=0.5)
+    assert str(lost.value).startswith("algo-2: the coordinator on algo-1 stopped answering before the job ended")
+
+
+def test_the_follower_own_failure_ends_the_wait(leader):
+    def task_died():
+        raise JobError("ps task on algo-2 exited with code 1")
+
+    with pytest.raises(JobError, match="ps task on algo-2 exited with code 1"):
+        follow(leader, alive=task_died)
+
+
+def test_the_leader_waits_for_its_followers_to_read_the_end(leader):
+    follower = peers.StatusServer("localhost", 0)  # alive: its own status port answers
+    finished = threading.Event()
+    threading.Thread(target=lambda: (leader.finish(peers.DONE, followers=("localhost",), wait_sec=30,
+                                                   follower_port=follower.port), finished.set())).start()
+    time.sleep(1.5)
+    assert not finished.is_set()  # the final state is still up for the follower
+    assert peers.read_status("localhost", leader.port, "localhost") == "done"
+    assert finished.wait(10)
+    follower.close()
+
+
+def test_the_leader_does_not_wait_for_a_follower_that_is_gone(leader):
+    started = time.monotonic()
+    leader.finish(peers.FAILED, "ps task on algo-2 was killed", followers=("localhost",), wait_sec=30,
+                  follower_port=closed_port())
+    assert time.monotonic() - started < 10  # not the 30 s kept for a follower that could still read it
+
+
+def test_a_leader_without_followers_does_not_wait(leader):
+    leader.finish(peers.FAILED, "bad input", followers=(), wait_sec=30)  # returns at once
+    assert peers.read_status("localhost", leader.port, "algo-2") == "failed bad input"

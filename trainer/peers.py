@@ -1,0 +1,277 @@
+"""The job's other hosts: wait for them before multi-host work, and learn how the leader ended.
+
+Before: a host waits until every host it needs resolves and answers (another host's
+`train` on its status port, a parameter-server task on its port, sshd), for at most
+`peer_wait_sec`, logging which are still missing every LOG_EVERY_SEC, and then fails with
+a reason that names them and how long it tried. SageMaker's training toolkit waits for DNS
+for up to 15 minutes without a word, and for sshd without a bound; a job whose peer never
+comes must end sooner and say which one.
+
+After: in modes where one host's end is the job's end (the parameter-server coordinator's,
+the MPI master's), that host publishes how its part went on its status port: running,
+done, stopped or failed with its reason. The other hosts follow it and so tell a leader
+that finished from one that was lost (its port stops answering before a final state).
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from trainer.errors import JobError, PeerLost, Stopped
+
+log = logging.getLogger("trainer")
+
+# Every host's `train` in a multi-host job answers here with its state (next to SageMaker's
+# TensorFlow ports 2222-2224).
+STATUS_PORT = 2225
+LOG_EVERY_SEC = 10.0
+CONNECT_TIMEOUT_SEC = 2.0
+CHECK_TIMEOUT_SEC = 10.0  # one check of one peer (a lookup, then a connect or a login)
+RESOLVE_TIMEOUT_SEC = 5.0  # one lookup; a host that does not resolve in this is tried again
+# A leader whose status port does not answer for this long is lost (a single missed poll is not).
+LOST_AFTER_SEC = 10.0
+# How long a leader keeps its final state up for the followers that have not read it yet.
+FINAL_STATE_WAIT_SEC = 30.0
+# How long a follower that has read the leader's final state waits for its process to end.
+LEADER_EXIT_WAIT_SEC = 60.0
+
+RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
+UNRESOLVED = "does not resolve"
+
+
+@dataclass(frozen=True)
+class PeerWait:
+    """Something on another host that must answer before this host goes on."""
+
+    host: str
+    port: int
+    what: str  # how the log and the failure name it: "train", "ps task", "sshd"
+
+
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:
+    """The host's address, or None. The lookup runs in a thread of its own, so a resolver
+    that does not answer cannot hold this process (or its SIGTERM handler) longer than
+    `timeout`."""
+    result: list = []
+
+    def lookup():
+        try:
+            result.append(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=lookup, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else None
+
+
+def port_answers(address: str, port: int, timeout: float = CONNECT_TIMEOUT_SEC) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _check(peer: PeerWait, answers: Callable[[PeerWait, str], bool]) -> str | None:
+    """None when the peer answers, else what is missing ("does not resolve", ...)."""
+    address = resolve(peer.host)
+    if address is None:
+        return UNRESOLVED
+    if not answers(peer, address):
+        return f"resolves to {address}, no answer on port {peer.port}"
+    return None
+
+
+def tcp_answers(peer: PeerWait, address: str) -> bool:
+    return port_answers(address, peer.port)
+
+
+def describe(missing: dict[PeerWait, str]) -> str:
+    """"algo-2 (does not resolve); algo-3's ps task (resolves to ...)", each problem once."""
+    texts = [f"{peer.host} ({problem})" if problem == UNRESOLVED else f"{peer.host}'s {peer.what} ({problem})"
+             for peer, problem in missing.items()]
+    return "; ".join(dict.fromkeys(texts))
+
+
+def check_all(peers: list[PeerWait], answers: Callable[[PeerWait, str], bool],
+              timeout: float = CHECK_TIMEOUT_SEC) -> dict[PeerWait, str | None]:
+    """Every peer checked at once, each in a daemon thread: a check that hangs (a connect
+    to an address that drops packets) neither delays the others beyond `timeout` nor keeps
+    the process from ending."""
+    results: dict[PeerWait, str | None] = {}
+
+    def check(peer):
+        results[peer] = _check(peer, answers)
+
+    threads = [threading.Thread(target=check, args=(peer,), daemon=True) for peer in peers]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return {peer: results.get(peer, f"no answer within {timeout:.0f} s") for peer in peers}
+
+
+def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerWait, str], bool] = tcp_answers,
+             poll_sec: float = 1.0, log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic) -> None:
+    """Return once every peer resolves and answers; else raise JobError after `timeout_sec`,
+    naming the ones that never did. The waits between rounds are interruptible (a SIGTERM
+    handler that raises ends them at once)."""
+    if not peers:
+        return
+    started = last_log = clock()
+    missing = {peer: "not checked yet" for peer in peers}
+    log.info("waiting for the job's other hosts (at most %.0f s, peer_wait_sec): %s", timeout_sec,
+             ", ".join(f"{p.host}'s {p.what}" for p in peers))
+    while True:
+        for peer, problem in check_all(list(missing), answers).items():
+            if problem is None:
+                del missing[peer]
+            else:
+                missing[peer] = problem
+        elapsed = clock() - started
+        if not missing:
+            log.info("every host answered after %.0f s", elapsed)
+            return
+        if elapsed >= timeout_sec:
+            raise JobError(_never_answered(missing, elapsed))
+        if clock() - last_log >= log_every_sec:
+            last_log = clock()
+            log.warning("still waiting after %.0f s of %.0f s for %d of %d: %s", elapsed, timeout_sec,
+                        len(missing), len(peers), describe(missing))
+        time.sleep(poll_sec)
+
+
+def _never_answered(missing: dict[PeerWait, str], elapsed: float) -> str:
+    unresolved = list(dict.fromkeys(p.host for p, problem in missing.items() if problem == UNRESOLVED))
+    silent = [p for p, problem in missing.items() if problem != UNRESOLVED]
+    parts = [f"host {host} never resolved" for host in unresolved]
+    parts += [f"{p.host}'s {p.what} never answered on port {p.port}" for p in silent]
+    hints = []
+    if unresolved:
+        hints.append("a host that does not resolve never started, or the job's network gives no DNS name to it")
+    if silent:
+        hints.append("one that resolves but does not answer has not started its part or failed first (see its log)")
+    return f"{'; '.join(parts)} (tried for {elapsed:.0f} s, peer_wait_sec): {'; '.join(hints)}"
+
+
+_serving: list = []
+
+
+class StatusServer:
+    """This host's status port: a connection sends its own host name in one line and gets
+    one line back: the state, and for a final state other than done, its reason."""
+
+    def __init__(self, host_name: str, port: int):
+        self.host_name = host_name
+        self.port = port
+        self._state = RUNNING
+        self._final = threading.Event()
+        self._read_final: set[str] = set()
+        self._changed = threading.Condition()
+        server = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            timeout = CONNECT_TIMEOUT_SEC
+
+            def handle(self):
+                try:
+                    reader = self.rfile.readline(256).decode(errors="replace").strip()
+                    with server._changed:
+                        state = server._state
+                        self.wfile.write((state + "\n").encode())
+                        if server._final.is_set() and reader:
+                            server._read_final.add(reader)
+                            server._changed.notify_all()
+                except OSError:
+                    pass
+
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        self._server = socketserver.ThreadingTCPServer(("", port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]  # the one bound, when asked for port 0
+        _serving.append(self)  # held until the process ends (finish leaves the port open)
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="status-port").start()
+
+    def finish(self, state: str, reason: str = "", followers: tuple[str, ...] = (),
+               wait_sec: float = FINAL_STATE_WAIT_SEC, follower_port: int | None = None) -> None:
+        """Publish the final state and keep it up until every follower has read it or is
+        gone (its own status port silent), for at most `wait_sec`. The port stays open
+        until this process ends: a follower takes its closing as the leader's process being
+        gone (a parameter-server coordinator still talks to the followers' tasks while
+        TensorFlow shuts down)."""
+        with self._changed:
+            self._state = f"{state} {reason}".strip().replace("\n", " ")
+            self._final.set()
+        deadline = time.monotonic() + wait_sec
+        gone: set[str] = set()
+        while True:
+            with self._changed:
+                pending = set(followers) - self._read_final - gone
+                if not pending or time.monotonic() >= deadline:
+                    break
+                self._changed.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+                pending -= self._read_final
+            gone |= {host for host in pending
+                     if read_status(host, follower_port or self.port, self.host_name) is None}
+        unread = sorted(set(followers) - self._read_final - gone)
+        if unread:
+            log.warning("%s did not read how this host ended within %.0f s", ", ".join(unread), wait_sec)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def read_status(host: str, port: int, me: str) -> str | None:
+    """The state `host` publishes, or None when it does not answer."""
+    address = resolve(host)
+    if address is None:
+        return None
+    try:
+        with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_SEC) as connection:
+            connection.settimeout(CONNECT_TIMEOUT_SEC)
+            connection.sendall((me + "\n").encode())
+            reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
+            return reply or None
+    except OSError:
+        return None
+
+
+def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] = lambda: None,
+           poll_sec: float = 1.0, lost_after_sec: float = LOST_AFTER_SEC,
+           exit_wait_sec: float = LEADER_EXIT_WAIT_SEC, clock=time.monotonic) -> None:
+    """Wait until `leader` (named `who` in reasons: "the coordinator on algo-1") has
+    published a final state and its process has ended (its port closed, or `exit_wait_sec`
+    after the final state): return on done; raise Stopped or PeerLost naming it otherwise,
+    or when its port stops answering for `lost_after_sec` before a final state. `alive()`
+    is called each poll and raises when something of this host's own has failed."""
+    silent_since = final = final_at = None
+    while True:
+        alive()
+        status = read_status(leader, port, me)
+        if final is not None and (status is None or clock() - final_at >= exit_wait_sec):
+            break
+        if status is None:
+            silent_since = silent_since if silent_since is not None else clock()
+            if clock() - silent_since >= lost_after_sec:
+                raise PeerLost(f"{me}: {who} stopped answering before the job ended (for "
+                               f"{lost_after_sec:.0f} s): its host failed or was lost; see its log")
+        else:
+            silent_since = None
+            if status.partition(" ")[0] in (DONE, STOPPED, FAILED) and final is None:
+                final, final_at = status, clock()
+        time.sleep(poll_sec)
+    state, _, reason = final.partition(" ")
+    if state == STOPPED:
+        raise Stopped(f"{me}: the job was stopped; {who}: {reason}")
+    if state == FAILED:
+        raise PeerLost(f"{me}: {who} failed: {reason}")
+    log.info("%s is done; this host's part has ended", who)
