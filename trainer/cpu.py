@@ -102,3 +102,26 @@ def apply_tensorflow_threads(settings: CpuSettings) -> None:
 
     tf.config.threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
     tf.config.threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+
+
+# oneDNN runs bfloat16 on AVX-512 (avx512_core: it converts in registers where the CPU has no
+# native bfloat16); on a CPU with AVX2 only (AMD EPYC before Zen 4, older Intel) it has no
+# bfloat16 kernels and aborts the process when a layer asks for one.
+BFLOAT16_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset:
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def bfloat16_supported(flags: frozenset | None = None) -> bool:
+    """Whether oneDNN can run bfloat16 layers on this CPU."""
+    return BFLOAT16_FLAGS <= (cpu_flags() if flags is None else flags)
+

@@ -44,3 +44,14 @@ def test_environment_variables():
     settings = cpu.decide(parse_hyperparameters({"kmp_blocktime": "5"}), 4, 2, 1, {})
     assert settings.environment() == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "granularity=fine,compact,1,0",
                                       "KMP_BLOCKTIME": "5", "KMP_SETTINGS": "0"}
+
+
+@pytest.mark.parametrize("flags, supported", [
+    ({"avx", "avx2", "fma"}, False),  # AMD EPYC before Zen 4: oneDNN has no bfloat16 kernels
+    ({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, True),  # Skylake-SP and later
+    ({"avx2", "avx512f"}, False),  # Xeon Phi: AVX-512 without the core subsets
+])
+def test_bfloat16_needs_avx512_core(flags, supported):
+    from trainer.cpu import bfloat16_supported
+
+    assert bfloat16_supported(frozenset(flags)) is supported

@@ -11,6 +11,7 @@ import argparse
 import math
 
 from trainer.bench.common import cached_batches, default, default_model, fit_rate, interleaved
+from trainer.cpu import bfloat16_supported
 
 CASES = {
     "float32": ("none", False),
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> dict:
     models, errors = {}, {}
     for name in args.cases.split(","):
         precision, jit = CASES[name]
+        if precision == "mixed_bfloat16" and not bfloat16_supported():  # oneDNN would abort the process
+            errors[name] = "this CPU has no AVX-512, which oneDNN's bfloat16 kernels need"
+            continue
         tf.keras.mixed_precision.set_global_policy("float32" if precision == "none" else precision)
         try:
             models[name] = default_model(jit_compile=jit)
