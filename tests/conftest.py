@@ -89,6 +89,34 @@ def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, inpu
     return JobRun(first_host_folder(job_dir, hosts), done.returncode, done.stdout + done.stderr)
 
 
+def pids_of(command_part: str, environment: dict[str, str]) -> list[int]:
+    """Processes whose command line holds `command_part` and whose environment holds all of
+    `environment` (how a test finds one rank or task of its own job)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(item.split("=", 1) for item in f.read().decode(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if command_part in command and all(env.get(k) == v for k, v in environment.items()):
+            found.append(int(entry))
+    return found
+
+
+def remove_containers(engine: str, *names: str) -> None:
+    """Remove containers now, running or not, including names that were never started
+    (podman's `--ignore`: without it one missing name makes podman remove none of them;
+    `-t 0`: no 10 s wait for a SIGTERM that a PID 1 without a handler ignores; docker's
+    `rm -f` kills at once and removes the others when one name is missing)."""
+    podman_only = ["--ignore", "-t", "0"] if engine == "podman" else []
+    subprocess.run([engine, "rm", "-f", *podman_only, *names], capture_output=True)
+
+
 IMAGE = "localhost/sagemaker-tf-trainer:cpu"
 
 
@@ -103,6 +131,16 @@ def image():
     return engine.stdout.strip()
 
 
+@pytest.fixture(scope="session")
+def network_ready(image):
+    """Before the first multi-host job: two containers on one network must find each other
+    by name (`./build.sh preflight`), or every multi-host test would wait for hosts it
+    cannot find. The engine's name."""
+    done = subprocess.run(["./build.sh", "preflight"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return image
+
+
 # The fault tests' table: what the user sees and how long the job took to end, per fault
 # (written to out/faults.md at the end of the session; the README's fault table).
 FAULTS_REPORT = os.path.join(PROJECT_ROOT, "out", "faults.md")
@@ -115,7 +153,17 @@ def record_fault():
     return lambda fault, seen, seconds: _fault_rows.append((fault, seen, seconds))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """With several test processes (pytest-xdist): each one's rows, gathered here."""
+    _fault_rows.extend(tuple(row) for row in json.loads(getattr(node, "workeroutput", {}).get("fault_rows", "[]")))
+
+
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a test process of several: its rows go to the one that writes the table
+        workeroutput["fault_rows"] = json.dumps(_fault_rows)
+        return
     if not _fault_rows:
         return
     os.makedirs(os.path.dirname(FAULTS_REPORT), exist_ok=True)

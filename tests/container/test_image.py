@@ -5,27 +5,33 @@ image, when it has been built here, trains with 2 Horovod processes on CPUs."""
 import json
 import os
 import subprocess
+import uuid
 
 import pytest
 
-from conftest import IMAGE
+from conftest import IMAGE, remove_containers
 from trainer.data.split import split
 from trainer.localjob import LocalJob, PipeFeeder
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
-RUN_TIMEOUT_SEC = 600  # a hang guard
+RUN_TIMEOUT_SEC = 240  # a hang guard (these jobs take well under a minute)
 
 
 GPU_IMAGE = IMAGE.replace(":cpu", ":gpu")
 
 
 def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC, image=IMAGE):
-    """`docker run <image> train` with the job folder as /opt/ml and no network."""
+    """`docker run <image> train` with the job folder as /opt/ml and no network; the
+    container is removed however the run ends (a hang guard stops only the client)."""
     mounts = ["-v", f"{job_dir}:/opt/ml"]
     for folder in data_dirs:  # the job's channel links point here
         mounts += ["-v", f"{folder}:{folder}:ro"]
-    command = [engine, "run", "--rm", "--network", "none", "--shm-size", "1g", *mounts, image, "train"]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    name = f"trainer-test-{uuid.uuid4().hex[:8]}"
+    command = [engine, "run", "--rm", "--name", name, "--network", "none", "--shm-size", "1g", *mounts, image, "train"]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    finally:
+        remove_containers(engine, name)
 
 
 def metrics_of(job_dir):

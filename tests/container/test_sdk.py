@@ -1,14 +1,16 @@
 """The image driven by the SageMaker Python SDK in local mode, as users call it: as an
 algorithm (Estimator with hyperparameters) and in script mode (TensorFlow estimator with
-an entry point and `distribution=`), on one and on two hosts."""
+an entry point and `distribution=`), on one and on two hosts; and the repair of the SDK's
+network when it was made without DNS."""
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
-import sys
 import tarfile
 import time
+import uuid
 
 import pytest
 
@@ -17,11 +19,12 @@ from trainer.report import METRIC_DEFINITIONS
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 HERE = os.path.dirname(os.path.abspath(__file__))
-JOB_TIMEOUT_SEC = 900  # a hang guard
+# Hang guards, not speed claims: a one-host job ends in about a minute, a two-host one in two.
+ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC = 180, 300
 
 
 @pytest.fixture(scope="session")
-def sdk_path(image):
+def sdk_path(network_ready):
     done = subprocess.run(["./build.sh", "sdk-setup"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
@@ -39,18 +42,44 @@ def sdk_inputs(aws_split, tmp_path_factory):
     return inputs
 
 
-def sdk_job(sdk_path, tmp_path, job, timeout=JOB_TIMEOUT_SEC):
+def sdk_job(sdk_path, tmp_path, job, timeout):
+    """Run the job through the SDK; whatever happens (a failure, the hang guard), its
+    containers and network are brought down before this returns."""
     python = os.path.join(sdk_path.split(os.pathsep)[-1], "python")
+    record = tmp_path / "compose-files"
     env = {**os.environ, "PATH": sdk_path + os.pathsep + os.environ["PATH"], "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+           "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "TRAINER_COMPOSE_RECORD": str(record)}
     job = {"image": IMAGE, "output": f"file://{tmp_path / 'output'}", **job}
     started = time.monotonic()
-    done = subprocess.run([python, os.path.join(HERE, "sdk", "run_job.py"), json.dumps(job)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=timeout)
-    log = done.stdout + done.stderr
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    sdk = subprocess.Popen([python, os.path.join(HERE, "sdk", "run_job.py"), json.dumps(job)], cwd=tmp_path, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = sdk.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(sdk.pid, signal.SIGKILL)  # the SDK, podman-compose and its podman clients
+        stdout, stderr = sdk.communicate()
+        pytest.fail(f"the job did not end within {timeout} s; its log ends:\n{(stdout + stderr)[-5000:]}")
+    finally:  # also when the test itself is interrupted
+        if sdk.poll() is None:
+            os.killpg(sdk.pid, signal.SIGKILL)
+        bring_down(sdk_path, record)
+    log = stdout + stderr
+    (tmp_path / "sdk-job.log").write_text(log)  # kept with the test's folder, for a look afterwards
+    results = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     assert results, log[-5000:]
     return json.loads(results[-1][len("RESULT "):]), log, time.monotonic() - started
+
+
+def bring_down(sdk_path, record) -> None:
+    """Remove the containers and networks of every compose file the job used."""
+    if not record.exists():
+        return
+    podman_compose = os.path.join(sdk_path.split(os.pathsep)[-1], "podman-compose")
+    for compose_file in set(record.read_text().split()):
+        subprocess.run([podman_compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
+        names = re.findall(r"container_name: (\S+)", open(compose_file).read()) if os.path.exists(compose_file) else []
+        left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+        assert not set(names) & set(left.split()), f"containers of {compose_file} are still there"
 
 
 def saved_model_members(model_data):
@@ -58,10 +87,30 @@ def saved_model_members(model_data):
         return archive.getnames()
 
 
+def test_preflight_repairs_a_network_without_dns(network_ready):
+    """The SDK's network made without DNS (as an older setup left it) is found and removed, so
+    that the next local-mode job makes it anew with DNS; the preflight then passes, in
+    seconds. (On a network of this test's own name: the other jobs' stays untouched.)"""
+    if network_ready != "podman":
+        pytest.skip("the repair is of podman's networks; docker's user-defined networks always resolve names")
+    network = f"sagemaker-local-test-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["podman", "network", "create", "--disable-dns", network], check=True, capture_output=True)
+    try:
+        done = subprocess.run(["./build.sh", "preflight"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "TRAINER_SDK_NETWORK": network})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"the {network} network has no DNS: removing it" in done.stderr
+        assert "containers on one podman network find each other by name" in done.stdout
+        assert subprocess.run(["podman", "network", "exists", network]).returncode != 0
+    finally:
+        subprocess.run(["podman", "network", "rm", "-f", network], capture_output=True)
+
+
 def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
                                                     "hyperparameters": {"num_epochs": 2, "log_steps": 10,
-                                                                        "price_per_hour": 0.816}})
+                                                                        "price_per_hour": 0.816}},
+                                timeout=ONE_HOST_TIMEOUT_SEC)
     assert "model_data" in result, log[-5000:]
     members = saved_model_members(result["model_data"])
     assert "1/saved_model.pb" in members and any(m.startswith("1/variables/") for m in members)  # TF Serving
@@ -71,7 +120,8 @@ def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
 
 def test_bad_hyperparameter_fails_fast_and_says_why(sdk_path, sdk_inputs, tmp_path):
     result, log, seconds = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
-                                                         "hyperparameters": {"batch_size": "large"}}, timeout=120)
+                                                         "hyperparameters": {"batch_size": "large"}},
+                                     timeout=ONE_HOST_TIMEOUT_SEC)
     assert "error" in result
     assert "hyperparameter 'batch_size': expected an integer, got 'large'" in log
     assert seconds < 60, f"the failing job took {seconds:.0f} s"
@@ -90,7 +140,8 @@ def script(distribution):
 def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mode):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
                                                     "hyperparameters": {"num_epochs": 2, "adagrad_rate": 0.05},
-                                                    "script": script(distribution)})
+                                                    "script": script(distribution)},
+                                timeout=TWO_HOST_TIMEOUT_SEC)
     assert "model_data" in result, log[-6000:]
     assert f"distribution: {mode}" in log
     if mode == "horovod":

@@ -1,6 +1,5 @@
 """Pipe mode for real: FIFOs fed like SageMaker's agent does, read by the project's reader."""
 import os
-import threading
 import time
 
 import pytest
