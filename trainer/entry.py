@@ -37,8 +37,20 @@ def stop_outside_training(signum, frame) -> None:
     raise Stopped("stopped by SIGTERM outside training (while starting or ending): nothing to save")
 
 
+TOOLKIT_MODULE_ENV = "SAGEMAKER_TRAINING_MODULE"
+
+
 def train_main() -> NoReturn:
     setup_logging()
+    if os.environ.get(TOOLKIT_MODULE_ENV):
+        # The image's `train` is this one; an image built on it that names its own framework
+        # module the toolkit's way still gets the toolkit's `train`, which runs that module.
+        log.info("%s=%s: the SageMaker training toolkit runs the job", TOOLKIT_MODULE_ENV,
+                 os.environ[TOOLKIT_MODULE_ENV])
+        from sagemaker_training.cli.train import main as toolkit_train
+
+        toolkit_train()
+        end_process(0)
     signal.signal(signal.SIGTERM, stop_outside_training)
     base_dir = base_dir_from_env()
     output_dir = output_dir_of(base_dir)

@@ -1,7 +1,7 @@
 """Hooks: what a user module may replace, so users bring a model, not a training script.
 
-A user module (hyperparameter `user_module`, or the script-mode `sagemaker_program` in
-`sagemaker_submit_directory`) may define any of:
+A user module (hyperparameter `user_module`, or the SDK's entry point, `sagemaker_program` in
+`sagemaker_submit_directory`, when it defines a hook: trainer.user_code) may define any of:
 
     def model_fn(hyperparameters: dict) -> tf.keras.Model
         # outputs P(label = 1), shape [batch, 1]; its inputs are named like parse_fn's features
@@ -25,9 +25,9 @@ from types import ModuleType
 from typing import Callable
 
 from trainer.errors import JobError
+from trainer.user_code import HOOK_NAMES
 
 log = logging.getLogger(__name__)
-HOOK_NAMES = ("model_fn", "parse_fn", "optimizer_fn")
 
 
 @dataclass(frozen=True)
@@ -54,15 +54,6 @@ def _import_path(path: str) -> ModuleType:
     return module
 
 
-def _script_mode_code(job) -> str:
-    """Fetch sagemaker_submit_directory (S3, tar.gz or folder) into the code dir."""
-    from sagemaker_training import environment, files
-
-    code_dir = environment.code_dir
-    files.download_and_extract(uri=job.user_code_dir, path=code_dir)
-    return code_dir
-
-
 def load_user_module(job) -> ModuleType | None:
     name = job.hyperparameters.user_module.strip()
     try:
@@ -70,15 +61,12 @@ def load_user_module(job) -> ModuleType | None:
             if name.endswith(".py") or os.sep in name:
                 return _import_path(name)
             return importlib.import_module(name)
-        if job.user_program:
-            code_dir = job.user_code_dir
-            if not (code_dir and os.path.isdir(code_dir)):
-                code_dir = _script_mode_code(job)
-            return _import_path(os.path.join(code_dir, job.user_program))
+        if job.entry_point and not job.entry_point.is_script:
+            return _import_path(job.entry_point.path)
     except JobError:
         raise
     except Exception as err:  # ImportError, SyntaxError, or whatever its top level raises
-        raise JobError(f"user module {name or job.user_program!r} cannot be imported: "
+        raise JobError(f"user module {name or job.entry_point.program!r} cannot be imported: "
                        f"{type(err).__name__}: {err}") from err
     return None
 

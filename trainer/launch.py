@@ -11,9 +11,9 @@ import subprocess
 import sys
 import threading
 
-from trainer import peers, supervise, worker
+from trainer import peers, script_launch, supervise, worker
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.planner import make_plan
+from trainer.planner import is_script, make_plan
 from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported
 
 log = logging.getLogger("trainer")
@@ -27,6 +27,7 @@ def run(job) -> dict | None:
     part ended, which the hosts that follow it read (trainer.peers).
     """
     plan = make_plan(job)
+    log.info("entry point: %s", plan.entry)
     log.info("distribution: %s (%s); %d training process(es) per host, world size %d, global batch %d, "
              "learning rate %g (x%g); %s", plan.mode, plan.reason, plan.processes_per_host, plan.world_size,
              plan.global_batch_size, plan.learning_rate, plan.learning_rate_scale, plan.sharding)
@@ -48,17 +49,25 @@ def run(job) -> dict | None:
 
 def launch_host(job, plan, status) -> dict | None:
     kind = plan.launch.kind
+    explain, cwd = None, None
+    if is_script(job):
+        script_launch.prepare(job)
+        # A script writes no failure file of its own: its rank's output says why it failed.
+        explain, cwd = script_launch.mpirun_failure_writer(job, plan), job.entry_point.code_dir
     if kind == "in_process":
         return worker.run_process(job, plan, plan.on_host(job.current_host)[0])
+    if kind == "script":
+        script_launch.run(job, plan, status)
+        return None
     if kind == "mpirun":
-        supervise.run_mpirun(job, plan, plan.launch.command)
+        supervise.run_mpirun(job, plan, plan.launch.command, cwd=cwd, explain=explain)
         return read_metrics(job)
     if kind == "parameter_server":
         return run_parameter_server(job, plan, status)
     if kind == "sagemaker_mpi":
         from trainer import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
 
-        toolkit_mpi.run(job, plan)
+        toolkit_mpi.run(job, plan, explain)
         return read_metrics(job)
     raise ValueError(f"unknown launch kind {kind!r}")
 

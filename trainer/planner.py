@@ -9,7 +9,7 @@ workers only carry it out.
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.contract.job import Job
@@ -34,6 +34,16 @@ SDK_MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
 SDK_MWMS = "sagemaker_multi_worker_mirrored_strategy_enabled"
 
 WORKER_COMMAND = ("python", "-m", "trainer.worker")  # "python": the launcher's interpreter
+# A rank of the user's training script: sets that rank's environment, then becomes the script.
+SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script_process")
+
+# The SDK's keys for what this container does not run: they end the job at once.
+SDK_SMDDP = "sagemaker_distributed_dataparallel_enabled"
+UNSUPPORTED = {
+    SDK_SMDDP: "SageMaker's distributed data parallel library (smdistributed.dataparallel) is not in this "
+               "image: use distribution={'mpi': ...} (Horovod) or multi_worker_mirrored_strategy",
+    "mp_parameters": "SageMaker's model parallel library (smdistributed.modelparallel) is not in this image",
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,7 @@ class Process:
 
 @dataclass(frozen=True)
 class Launch:
-    kind: str  # in_process | mpirun | sagemaker_mpi | parameter_server
+    kind: str  # in_process | mpirun | sagemaker_mpi | parameter_server | script
     command: tuple[str, ...] = ()
     env: dict = field(default_factory=dict)
 
@@ -72,6 +82,7 @@ class Launch:
 class Plan:
     mode: str
     reason: str
+    entry: str  # what trains: the built-in DeepFM, hooks, or the user's script (and why)
     hosts: tuple[str, ...]
     current_host: str
     input_mode: str
@@ -112,11 +123,23 @@ def _enabled(value) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes")
 
 
+def is_script(job: Job) -> bool:
+    return bool(job.entry_point and job.entry_point.is_script)
+
+
 def choose_mode(job: Job) -> tuple[str, str]:
     """(mode, why): the hyperparameter, else the SDK's keys as AWS's container reads them,
-    else what suits the hosts, GPUs and CPUs."""
+    else what suits the hosts, GPUs and CPUs (a training script: one process per host,
+    as AWS's container runs it)."""
     hp, framework, hosts, gpus = job.hyperparameters, job.framework_params, len(job.hosts), job.num_gpus
+    for key, why in UNSUPPORTED.items():
+        if _enabled(framework.get(key, False)) or (key in hp.extra and key != SDK_SMDDP):
+            raise JobError(f"{key}: {why}")
     if hp.distribution != "auto":
+        if is_script(job) and hp.distribution in (TOWER, MIRRORED):
+            raise JobError(f"hyperparameter 'distribution': {hp.distribution} builds the container's own model "
+                           "in one process; a training script builds its own strategy: use single, horovod, "
+                           "parameter_server or multi_worker_mirrored")
         return hp.distribution, f"distribution={hp.distribution} (hyperparameter)"
     # Same order as AWS's TensorFlow container: PS (only with several hosts), MWMS, MPI.
     if _enabled(framework.get(SDK_PS, False)) and hosts > 1:
@@ -127,6 +150,9 @@ def choose_mode(job: Job) -> tuple[str, str]:
         return HOROVOD, f"{SDK_MPI}: Horovod over MPI"
     if _enabled(framework.get(SDK_PS, False)):
         return SINGLE, f"{SDK_PS} with one host: one process (AWS's container runs no PS on one host)"
+    if is_script(job):
+        return SINGLE, ("a training script with no distribution: one process" +
+                        (" on every host, each on its own, as in AWS's container" if hosts > 1 else ""))
     if hosts == 1 and gpus > 1:
         return HOROVOD, f"1 host with {gpus} GPUs: one Horovod process per GPU (P9)"
     if hosts == 1:
@@ -247,13 +273,38 @@ def ps_cluster(hosts) -> dict:
     return cluster
 
 
+# TF_CONFIG for a training script, exactly as AWS's TF 2 container writes it (its toolkit,
+# sagemaker-tensorflow-training 20.x: _build_tf_config_for_ps / _for_mwms), so a script
+# written for that container reads what it expects. Written out here rather than imported:
+# that module imports TensorFlow at its top and pins sagemaker-training <= 4.8.3 and
+# numpy < 1.24, which this image's stack is past; a unit test holds the two to the same table.
+def aws_ps_tf_config(hosts, current_host: str, ps_task: bool = False) -> dict:
+    hosts = list(hosts)
+    cluster = {"master": [f"{hosts[0]}:{MASTER_PORT}"]}
+    if len(hosts) > 1:
+        cluster["ps"] = [f"{h}:{PS_PORT}" for h in hosts]
+        cluster["worker"] = [f"{h}:{MASTER_PORT}" for h in hosts[1:]]
+    if ps_task:
+        task = {"index": hosts.index(current_host), "type": "ps"}
+    elif current_host == hosts[0]:
+        task = {"index": 0, "type": "master"}
+    else:
+        task = {"index": hosts[1:].index(current_host), "type": "worker"}
+    return {"cluster": cluster, "environment": "cloud", "task": task}
+
+
+def aws_mwms_tf_config(hosts, current_host: str) -> dict:
+    return {"cluster": {"worker": [f"{h}:{MWMS_PORT}" for h in hosts]}, "environment": "cloud",
+            "task": {"index": list(hosts).index(current_host), "type": "worker"}}
+
+
 def mwms_cluster(hosts) -> dict:
     return translate_master({"cluster": {"master": [f"{hosts[0]}:{MWMS_PORT}"],
                                          **({"worker": [f"{h}:{MWMS_PORT}" for h in hosts[1:]]}
                                             if len(hosts) > 1 else {})}})["cluster"]
 
 
-def _mpi_command(job: Job, per_host: int) -> tuple[str, ...]:
+def _mpi_command(job: Job, per_host: int, process_command: tuple[str, ...]) -> tuple[str, ...]:
     hp = job.hyperparameters
     # One host: mpirun starts the ranks itself (no sshd); several: the toolkit's MPI runner.
     hosts = ["localhost"] if len(job.hosts) == 1 else job.hosts
@@ -270,8 +321,10 @@ def _mpi_command(job: Job, per_host: int) -> tuple[str, ...]:
                 "-x", "OMPI_MCA_btl_vader_single_copy_mechanism=none"]
     for name in sorted(_horovod_env(hp)):
         command += ["-x", name]
+    if is_script(job):
+        command += ["--tag-output"]  # each line of a script's output with its rank in front
     command += shlex.split(mpi_options(job))
-    return tuple(command) + WORKER_COMMAND
+    return tuple(command) + process_command
 
 
 def mpi_options(job: Job) -> str:
@@ -290,9 +343,12 @@ def _horovod_env(hp) -> dict:
 
 
 def _launch(job: Job, mode: str, per_host: int) -> Launch:
+    process_command = SCRIPT_RANK_COMMAND if is_script(job) else WORKER_COMMAND
     if mode == HOROVOD:
         kind = "mpirun" if len(job.hosts) == 1 else "sagemaker_mpi"
-        return Launch(kind, _mpi_command(job, per_host), _horovod_env(job.hyperparameters))
+        return Launch(kind, _mpi_command(job, per_host, process_command), _horovod_env(job.hyperparameters))
+    if is_script(job):
+        return Launch("script", process_command)
     if mode == PARAMETER_SERVER:
         return Launch("parameter_server", WORKER_COMMAND)
     return Launch("in_process")
@@ -304,7 +360,8 @@ def _peer_waits(job: Job, mode: str) -> tuple[PeerWait, ...]:
     connects to first."""
     others = [h for h in job.hosts if h != job.current_host]
     waits = [PeerWait(h, STATUS_PORT, "train") for h in others]
-    if mode == PARAMETER_SERVER and job.current_host == job.hosts[0]:
+    # A script's own TensorFlow connects to the PS tasks (and retries): only ours are awaited here.
+    if mode == PARAMETER_SERVER and job.current_host == job.hosts[0] and not is_script(job):
         waits += [PeerWait(h, port, what) for h in others
                   for port, what in ((PS_PORT, "ps task"), (PS_WORKER_PORT, "worker task"))]
     return tuple(waits)
@@ -336,14 +393,12 @@ def steps_per_execution(hp, mode: str) -> int:
     return min(STEPS_PER_EXECUTION, hp.log_steps)
 
 
-def make_plan(job: Job) -> Plan:
+def _check_hooks_mode(job: Job, mode: str, channels) -> None:
+    """What the container's own training (built-in model or hooks) cannot do in `mode`."""
     hp = job.hyperparameters
-    mode, reason = choose_mode(job)
-    hosts = len(job.hosts)
-    if mode in IN_PROCESS_MODES and hosts > 1:
-        raise JobError(f"distribution {mode} runs on one host; this job has {hosts}: use horovod, "
+    if mode in IN_PROCESS_MODES and len(job.hosts) > 1:
+        raise JobError(f"distribution {mode} runs on one host; this job has {len(job.hosts)}: use horovod, "
                        "parameter_server or multi_worker_mirrored, or one instance")
-    channels = training_channels(job)
     if mode == MULTI_WORKER_MIRRORED and channels[0].is_pipe:
         raise JobError("multi_worker_mirrored needs File mode: its workers count their batches before "
                        "training to run equal steps; for Pipe mode use horovod")
@@ -359,9 +414,54 @@ def make_plan(job: Job) -> Plan:
         raise JobError(f"hyperparameter 'tune_threads': it tunes one process that owns its host, on File-mode "
                        f"data (a Pipe-mode FIFO carries the data once); this job is {mode} in "
                        f"{channels[0].input_mode} mode: turn it off, or run trainer tune beforehand")
+
+
+NO_TRAINING_CHANNEL = "no channel named training: the script reads its channels (SM_CHANNEL_*) itself"
+
+
+def _script_channels(job: Job) -> list:
+    """A script's training channels, if it has channels named as ours (its rank's own
+    channel and shard are then worked out as for the built-in model); else none."""
+    try:
+        return training_channels(job)
+    except JobError:
+        return []
+
+
+def _input_mode(job: Job, channels) -> str:
+    first = channels[0] if channels else next(iter(job.channels.values()), None)
+    return first.input_mode if first else "File"
+
+
+def _script_tf_config(job: Job, mode: str, host: str, rank: int, role: str) -> dict | None:
+    if mode == PARAMETER_SERVER:
+        return aws_ps_tf_config(job.hosts, host, ps_task=role == "ps")
+    if mode == MULTI_WORKER_MIRRORED:
+        return aws_mwms_tf_config(job.hosts, host)
+    return None
+
+
+def _entry(job: Job) -> str:
+    if job.entry_point is None:
+        return "built-in DeepFM" + (f" with hooks from {job.hyperparameters.user_module}"
+                                    if job.hyperparameters.user_module.strip() else "")
+    return f"{job.entry_point.kind} {job.entry_point.program}: {job.entry_point.why}"
+
+
+def make_plan(job: Job) -> Plan:
+    hp = job.hyperparameters
+    mode, reason = choose_mode(job)
+    hosts = len(job.hosts)
+    script = is_script(job)
+    channels = _script_channels(job) if script else training_channels(job)
+    if not script:
+        _check_hooks_mode(job, mode, channels)
     per_host = _processes_per_host(job, mode)
     replicas = _replicas(job, mode)
-    shard, sharding = _sharding(job, channels, per_host)
+    if channels:
+        shard, sharding = _sharding(job, channels, per_host)
+    else:
+        shard, sharding = (lambda host_index, local_rank: (1, 0)), NO_TRAINING_CHANNEL
     world = hosts * per_host
 
     processes = []
@@ -371,7 +471,9 @@ def make_plan(job: Job) -> Plan:
             rank = host_index * per_host + local_rank
             role = "chief" if rank == 0 and mode != PARAMETER_SERVER else "worker"
             tf_config = None
-            if mode == MULTI_WORKER_MIRRORED:
+            if script:
+                tf_config = _script_tf_config(job, mode, host, rank, role)
+            elif mode == MULTI_WORKER_MIRRORED:
                 cluster = mwms_cluster(job.hosts)
                 task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker", "index": rank - 1}
                 tf_config = {"cluster": cluster, "task": task}
@@ -387,8 +489,12 @@ def make_plan(job: Job) -> Plan:
         if mode == PARAMETER_SERVER:
             processes.append(Process(host=host, role="ps", rank=None, local_rank=0, channels=(), shard=(1, 0),
                                      eval_shard=None, gpu=None,
-                                     tf_config={"cluster": ps_cluster_spec, "task": {"type": "ps", "index": host_index}}))
-    if mode == PARAMETER_SERVER:
+                                     tf_config=(_script_tf_config(job, mode, host, 0, "ps") if script else
+                                                {"cluster": ps_cluster_spec, "task": {"type": "ps", "index": host_index}})))
+    if mode == PARAMETER_SERVER and script:
+        # AWS's layout: the script on the first host is the master (rank 0), the others workers.
+        processes[0] = replace(processes[0], role="chief")
+    elif mode == PARAMETER_SERVER:
         # The coordinator reads no training batches; it sees the whole training set (to
         # count an epoch's steps) and evaluates alone (P28).
         processes.insert(0, Process(host=job.hosts[0], role="chief", rank=None, local_rank=0,
@@ -399,10 +505,10 @@ def make_plan(job: Job) -> Plan:
     synchronous = world * replicas if mode in SYNCHRONOUS_MODES else 1
     scale = float(synchronous) if hp.scale_learning_rate else 1.0
     return Plan(
-        mode=mode, reason=reason, hosts=job.hosts, current_host=job.current_host,
-        input_mode=channels[0].input_mode, processes_per_host=per_host, world_size=world,
+        mode=mode, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
+        input_mode=_input_mode(job, channels), processes_per_host=per_host, world_size=world,
         replicas_per_process=replicas, batch_size=hp.batch_size,
-        steps_per_execution=steps_per_execution(hp, mode),
+        steps_per_execution=1 if script else steps_per_execution(hp, mode),
         global_batch_size=hp.batch_size * world * replicas,
         learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
         warmup_steps=hp.warmup_steps if scale > 1 else 0,

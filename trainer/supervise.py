@@ -29,6 +29,7 @@ log = logging.getLogger("trainer")
 # mpirun's (Open MPI 4) own words about the first rank to end the job.
 MPIRUN_SIGNALED = re.compile(r"mpirun noticed that process rank (\d+) with PID \d+ on node \S+ "
                              r"exited on signal (\d+)(?: \(([^)]+)\))?")
+MPIRUN_ABORTED = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (\d+)")
 MPIRUN_EXITED = re.compile(r"The first process to do so was:\s+Process name:\s+\[\[\d+,\d+\],(\d+)\]\s+"
                            r"Exit code:\s+(\d+)")
 
@@ -46,6 +47,9 @@ def first_failed_rank(mpirun_output: str) -> tuple[int, str] | None:
     if signaled:
         number = int(signaled.group(2))
         return int(signaled.group(1)), f"was killed by signal {number} ({signal_name(number)})"
+    aborted = MPIRUN_ABORTED.search(mpirun_output)
+    if aborted:  # mpi4py's end of a rank with an uncaught exception
+        return int(aborted.group(1)), f"exited with code {aborted.group(2)} (an uncaught exception)"
     exited = MPIRUN_EXITED.search(mpirun_output)
     if exited:
         return int(exited.group(1)), f"exited with code {exited.group(2)}"
@@ -115,14 +119,21 @@ class Supervised:
     """A child process whose output is passed through and its tail kept, with SIGTERM to
     this process passed on to the child, or with `stop_grandchildren` to the child's own
     children (mpirun's ranks: mpirun would pass it on too, but SIGKILLs them a second
-    later, too soon for the chief to save a checkpoint)."""
+    later, too soon for the chief to save a checkpoint).
+
+    `stop_grace_sec`: the child runs in a process group of its own (a shell script's
+    children get the signals too), and what is still running that long after a SIGTERM
+    is killed."""
 
     def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400,
-                 cwd: str | None = None):
+                 cwd: str | None = None, stop_grace_sec: float | None = None):
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        preexec_fn=die_with_parent, cwd=cwd)
+                                        preexec_fn=die_with_parent, cwd=cwd,
+                                        start_new_session=stop_grace_sec is not None)
         self.stop_grandchildren = stop_grandchildren
+        self.stop_grace_sec = stop_grace_sec
         self.stop_requested = False
+        self._stopped_at = 0.0
         self._tail = collections.deque(maxlen=tail_lines)
         self._copier = threading.Thread(target=self._copy, daemon=True)
         self._copier.start()
@@ -139,17 +150,50 @@ class Supervised:
 
     def wait(self) -> int:
         with handling_sigterm(self._pass_stop_on):
-            code = self.process.wait()
+            while True:
+                try:
+                    code = self.process.wait(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    if self._grace_is_over():
+                        log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
+                        self._signal(signal.SIGKILL)
         self._copier.join(timeout=10)
         return code
 
+    def _grace_is_over(self) -> bool:
+        return (self.stop_requested and self.stop_grace_sec is not None
+                and time.monotonic() - self._stopped_at > self.stop_grace_sec)
+
+    def _signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            if self.stop_grace_sec is not None:
+                os.killpg(self.process.pid, number)
+            else:
+                os.kill(self.process.pid, number)
+
     def _pass_stop_on(self, signum, frame) -> None:
+        if not self.stop_requested:
+            self._stopped_at = time.monotonic()
         self.stop_requested = True
         log.warning("SIGTERM: passing it on to the training processes")
-        # Across hosts mpirun's children also include its ssh connections to the other
-        # hosts' orted: ending those would end the remote ranks before they can save.
-        send_sigterm(children_of(self.process.pid, except_named=("ssh",)) if self.stop_grandchildren
-                     else [self.process.pid])
+        if self.stop_grandchildren:
+            # Across hosts mpirun's children also include its ssh connections to the other
+            # hosts' orted: ending those would end the remote ranks before they can save.
+            send_sigterm(children_of(self.process.pid, except_named=("ssh",)))
+        else:
+            self._signal(signal.SIGTERM)
+
+    def end(self, grace_sec: float = 10.0) -> None:
+        """Stop the child (and its group) if it still runs: SIGTERM, then SIGKILL after `grace_sec`."""
+        if self.process.poll() is not None:
+            return
+        self._signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_sec)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.process.wait()
 
 
 # TensorFlow's words when a peer of a multi-worker or parameter-server job is gone: (its
@@ -185,9 +229,13 @@ def blame_first(output_dir: str, who: str, why: str) -> str:
     return reason
 
 
-def run_mpirun(job, plan, command, cwd: str | None = None) -> None:
+def run_mpirun(job, plan, command, cwd: str | None = None, explain=None) -> None:
     """Run mpirun on this host and supervise it: its output passed through, SIGTERM passed
-    on to this host's ranks, and a rank that died first named first in the failure file."""
+    on to this host's ranks, and a rank that died first named first in the failure file.
+
+    `explain(rank, how, output)`: for ranks that write no failure file of their own (a
+    user's script), writes it from the failed rank (None: unknown), how it ended and
+    mpirun's last output."""
     command = [sys.executable if part == "python" else part for part in command]
     log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
     env = {**os.environ, **plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
@@ -199,8 +247,13 @@ def run_mpirun(job, plan, command, cwd: str | None = None) -> None:
     if mpirun.stop_requested:
         if reported:
             raise AlreadyReported(EXIT_STOPPED)  # the ranks said where they stopped
-        raise Stopped("stopped by SIGTERM; the ranks ended before saving a checkpoint")
+        raise Stopped(f"stopped by SIGTERM; the ranks ended (mpirun's exit code {exit_code}) and none said "
+                      "what it saved")
     blamed = first_failed_rank(mpirun.output_tail)
+    if explain is not None and not reported:
+        rank, how = blamed or (None, f"ended mpirun with exit code {exit_code}")
+        explain(rank, how, mpirun.output_tail)
+        raise AlreadyReported(exit_code)
     # A rank killed by a signal wrote nothing, and the others' errors are consequences.
     if blamed and (not reported or "signal" in blamed[1]):
         blame_first(job.output_dir, plan.process(blamed[0]).name, blamed[1])

@@ -18,8 +18,8 @@ import os
 
 from sagemaker_training import environment, mpi
 
-from trainer import peers, supervise, worker
-from trainer.planner import mpi_options
+from trainer import peers, script_process, supervise, worker
+from trainer.planner import is_script, mpi_options
 
 log = logging.getLogger("trainer")
 SSH_PORT = 22
@@ -40,7 +40,8 @@ class BoundedMasterRunner(mpi.MasterRunner):
                        answers=ssh_login)
 
 
-def run(job, plan) -> None:
+def run(job, plan, explain=None) -> None:
+    """`explain`: trainer.supervise.run_mpirun's, for ranks that write no failure file."""
     timeout = job.hyperparameters.peer_wait_sec
     master = plan.leader
     if job.current_host != master:
@@ -51,10 +52,12 @@ def run(job, plan) -> None:
         supervise.follow_leader(job, plan, f"the MPI master on {master}",
                                 on_stop=lambda: supervise.send_sigterm(supervise.children_of_named("orted")))
         return
+    # Each rank: our worker, or the rank's environment set before it becomes the user's script.
+    rank_program = script_process if is_script(job) else worker
     runner = BoundedMasterRunner(
-        os.path.join(os.path.dirname(worker.__file__), "worker.py"), [],
+        os.path.abspath(rank_program.__file__), [],
         {**plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}, plan.processes_per_host, master,
         list(plan.hosts), mpi_options(job), job.network_interface, instance_type=job.instance_type,
         timeout_in_seconds=timeout)
     runner._setup()  # sshd here, then the bounded wait for every worker's sshd
-    supervise.run_mpirun(job, plan, runner._create_command(), cwd=environment.code_dir)
+    supervise.run_mpirun(job, plan, runner._create_command(), cwd=environment.code_dir, explain=explain)

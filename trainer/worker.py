@@ -37,7 +37,7 @@ def rank_from_launcher() -> int:
     for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
         if name in os.environ:
             return int(os.environ[name])
-    raise RuntimeError("trainer.worker was started without a rank (run it through mpirun)")
+    raise RuntimeError(f"{sys.argv[0]} was started without a rank (run it through mpirun)")
 
 
 def serve_task(job, plan, role: str) -> None:

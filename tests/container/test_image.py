@@ -1,6 +1,7 @@
 """The CPU image runs real jobs: `train` in a container with the job folder mounted at
 /opt/ml (as SageMaker does), File mode, and Pipe mode with 2 Horovod processes reading 2
-channels through AWS's PipeModeDataset and through the project's own reader. The GPU
+channels through AWS's PipeModeDataset and through the project's own reader; the
+toolkit's own `train` stays reachable. The GPU
 image, when it has been built here, trains with 2 Horovod processes on CPUs."""
 import json
 import os
@@ -20,10 +21,11 @@ RUN_TIMEOUT_SEC = 240  # a hang guard (these jobs take well under a minute)
 GPU_IMAGE = IMAGE.replace(":cpu", ":gpu")
 
 
-def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC, image=IMAGE):
+def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC, image=IMAGE, env=None):
     """`docker run <image> train` with the job folder as /opt/ml and no network; the
     container is removed however the run ends (a hang guard stops only the client)."""
-    mounts = ["-v", f"{job_dir}:/opt/ml"]
+    mounts = [arg for name, value in (env or {}).items() for arg in ("-e", f"{name}={value}")]
+    mounts += ["-v", f"{job_dir}:/opt/ml"]
     for folder in data_dirs:  # the job's channel links point here
         mounts += ["-v", f"{folder}:{folder}:ro"]
     name = f"trainer-test-{uuid.uuid4().hex[:8]}"
@@ -48,6 +50,22 @@ def test_file_mode_job(image, aws_split, tmp_path):
     assert os.path.exists(os.path.join(folder, "output", "success"))
     assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
     assert metrics_of(folder)["eval_auc"] > 0.65
+
+
+def test_the_toolkit_s_train_stays_reachable(image, aws_split, tmp_path):
+    """`train` is this image's; an image that names its own framework module the toolkit's
+    way (SAGEMAKER_TRAINING_MODULE) gets the toolkit's `train`, which runs it."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "my_framework.py").write_text(
+        "def main():\n    open('/opt/ml/output/data/toolkit-ran', 'w').write('yes')\n")
+    job = LocalJob({"training": [aws_split["training"]]}, {})
+    folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
+    done = run_in_container(image, folder, [os.path.dirname(aws_split["training"]), str(code)],
+                            env={"SAGEMAKER_TRAINING_MODULE": "my_framework:main", "PYTHONPATH": str(code)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "SAGEMAKER_TRAINING_MODULE=my_framework:main: the SageMaker training toolkit runs the job" in done.stdout
+    assert open(os.path.join(folder, "output", "data", "toolkit-ran")).read() == "yes"
 
 
 @pytest.mark.parametrize("reader", ["pipemodedataset", "project"])

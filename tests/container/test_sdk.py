@@ -149,3 +149,62 @@ def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mod
         assert "world size 4" in log and "epoch=1 steps=8 " in log
     assert "user module model provides: model_fn, optimizer_fn" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+def user_scripts(tmp_path, entry_point: str, distribution=None, with_wheel: bool = False) -> dict:
+    """The SDK's `entry_point` and `source_dir` for one of tests/scripts; `with_wheel`: the
+    source dir also ships a wheel that its requirements.txt names (installed offline)."""
+    source = tmp_path / "source"
+    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
+    if with_wheel:
+        write_wheel(source / "localdep-1.0-py3-none-any.whl", "localdep", "VALUE = 42\n")
+        (source / "requirements.txt").write_text("localdep==1.0\n")
+    return {"entry_point": entry_point, "source_dir": str(source), "distribution": distribution}
+
+
+def write_wheel(path, name: str, module_source: str) -> None:
+    """A minimal pure-Python wheel of one module (what `pip wheel` makes of it)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {f"{name}.py": module_source,
+             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in files.items():
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+            record.append(f"{member},sha256={digest},{len(text.encode())}")
+            wheel.writestr(member, text)
+        record.append(f"{name}-1.0.dist-info/RECORD,,")
+        wheel.writestr(f"{name}-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+
+
+def test_a_users_keras_script_on_one_host(sdk_path, sdk_inputs, tmp_path):
+    """A script written for AWS's TensorFlow container, through the SDK's TensorFlow
+    estimator; its requirements.txt names a wheel shipped beside it (no network)."""
+    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
+                                                    "hyperparameters": {"epochs": 1, "import_module": "localdep"},
+                                                    "script": user_scripts(tmp_path, "keras_train.py",
+                                                                           with_wheel=True)},
+                                timeout=ONE_HOST_TIMEOUT_SEC)
+    assert "model_data" in result, log[-6000:]
+    assert "entry point: script keras_train.py" in log and "eval_auc=" in log
+    assert "requirements.txt from the wheels beside the script: installed" in log
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+@pytest.mark.parametrize("entry_point, distribution, mode", [
+    ("hvd_train.py", {"mpi": {"enabled": True, "processes_per_host": 2}}, "horovod"),
+    ("ps_train.py", {"parameter_server": {"enabled": True}}, "parameter_server"),
+    ("mwms_train.py", {"multi_worker_mirrored_strategy": {"enabled": True}}, "multi_worker_mirrored"),
+], ids=["mpi-2x2", "parameter_server", "multi_worker_mirrored"])
+def test_a_users_script_on_two_hosts(sdk_path, sdk_inputs, tmp_path, entry_point, distribution, mode):
+    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
+                                                    "hyperparameters": {"epochs": 1},
+                                                    "script": user_scripts(tmp_path, entry_point, distribution)},
+                                timeout=TWO_HOST_TIMEOUT_SEC)
+    assert "model_data" in result, log[-6000:]
+    assert f"entry point: script {entry_point}" in log and f"distribution: {mode}" in log
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])

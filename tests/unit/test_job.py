@@ -59,7 +59,7 @@ def test_reads_the_whole_contract(job_dir):
     assert job.output_data_dir == str(job_dir / "output" / "data")
     assert job.checkpoint_dir == str(job_dir / "checkpoints")
     assert job.num_cpus == len(os.sched_getaffinity(0)) and 1 <= job.num_physical_cores <= job.num_cpus
-    assert job.user_program is None
+    assert job.entry_point is None
 
 
 def test_relocates_with_sagemaker_base_dir(job_dir, tmp_path_factory, monkeypatch):
@@ -84,11 +84,19 @@ def test_sm_environment_overrides(job_dir, monkeypatch, tmp_path_factory):
     assert job.num_cpus == 16 and job.num_gpus == 4
 
 
-def test_script_mode_program(job_dir):
-    write(job_dir, hyper={"sagemaker_program": "model.py", "sagemaker_submit_directory": "/opt/ml/code",
+def test_script_mode_program(job_dir, tmp_path_factory):
+    code = tmp_path_factory.mktemp("code")
+    (code / "model.py").write_text("def model_fn(hyperparameters):\n    return None\n")
+    write(job_dir, hyper={"sagemaker_program": "model.py", "sagemaker_submit_directory": str(code),
                           "model_dir": "s3://bucket/job/model"})
     job = read_job(str(job_dir))
-    assert job.user_program == "model.py" and job.user_code_dir == "/opt/ml/code"
+    assert (job.entry_point.program, job.entry_point.code_dir, job.entry_point.kind) == ("model.py", str(code), "hooks")
+
+
+def test_code_that_cannot_be_fetched_is_named(job_dir):
+    write(job_dir, hyper={"sagemaker_program": "train.py", "sagemaker_submit_directory": "/nowhere/code.tar.gz"})
+    with pytest.raises(JobError, match="sagemaker_submit_directory /nowhere/code.tar.gz: cannot fetch the code"):
+        read_job(str(job_dir))
 
 
 @pytest.mark.parametrize("files, message", [
@@ -98,6 +106,11 @@ def test_script_mode_program(job_dir):
     ({"resource": {"current_host": "algo-9", "hosts": ["algo-1"]}},
      "resourceconfig.json: current_host 'algo-9' is not one of hosts ['algo-1']"),
     ({"resource": {"current_host": "algo-1", "hosts": "algo-1"}}, "'hosts' must be a non-empty list of host names"),
+    ({"resource": {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"], "instance_groups": [
+        {"instance_group_name": "cpu", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+        {"instance_group_name": "gpu", "instance_type": "ml.g5.xlarge", "hosts": ["algo-2"]}]}},
+     "resourceconfig.json: instance groups cpu (ml.c5.xlarge), gpu (ml.g5.xlarge): heterogeneous clusters are not "
+     "supported"),
     ({"input": None}, "config file missing: {base}/input/config/inputdataconfig.json"),
     ({"input": {"training": {"TrainingInputMode": "Stream"}}},
      "inputdataconfig.json: channel 'training': TrainingInputMode 'Stream'; accepted: File, Pipe, FastFile"),

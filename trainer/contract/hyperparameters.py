@@ -256,6 +256,10 @@ SPECS: tuple[Spec, ...] = (
          group="input", choices=("auto", "pipemodedataset", "project")),
     Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
          "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
+    Spec("entry_point_kind", "str", "auto", "What sagemaker_program is; auto: hooks if it defines "
+         "model_fn, parse_fn or optimizer_fn at its top level, else a training script run as AWS's "
+         "TensorFlow container runs it (decided from its source; trainer plan says why).",
+         group="input", choices=("auto", "hooks", "script")),
     # Distribution: decided by the planner from the job; these override its choices
     Spec("distribution", "str", "auto", "How to use the job's hosts and devices; auto: from the "
          "SageMaker SDK's distribution keys, else from hosts, GPUs and CPUs (trainer plan says why).",
@@ -334,25 +338,38 @@ class Hyperparameters(Mapping[str, Any]):
         return {**self.extra, **self._values}
 
 
-def parse_hyperparameters(raw: Mapping[str, Any], has_user_code: bool = False) -> Hyperparameters:
+def parse_hyperparameters(raw: Mapping[str, Any], has_user_code: bool = False,
+                          for_script: bool = False) -> Hyperparameters:
     """Parse the job's non-`sagemaker_` hyperparameters by their declared types.
 
     Unknown names are logged as a warning naming the closest declared one (a typo keeps the
     default, and the log says so); they are not an error, since SageMaker adds names of its
     own (a tuning job's `_tuning_objective_metric`) and user code (`user_module`, or a
-    script-mode `sagemaker_program`) reads its own names from `extra`.
+    hooks module as `sagemaker_program`) reads its own names from `extra`.
+
+    `for_script`: every hyperparameter goes to the user's training script as an argument;
+    the script owns the names, so one of ours it spells another way (its own `optimizer`)
+    keeps our default, with a note, instead of ending the job.
     """
     raw = {key: value for key, value in raw.items() if key not in PASSED_THROUGH}
     has_user_code = has_user_code or bool(str(raw.get("user_module", "")).strip())
     values: dict[str, Any] = {}
     for spec in SPECS:
-        values[spec.name] = spec.parse(raw[spec.name]) if spec.name in raw else spec.default
+        if for_script and spec.name in raw:
+            try:
+                values[spec.name] = spec.parse(raw[spec.name])
+            except JobError as err:
+                log.info("%s: passed to the script only (the container keeps %r)", err, spec.default)
+                values[spec.name] = spec.default
+        else:
+            values[spec.name] = spec.parse(raw[spec.name]) if spec.name in raw else spec.default
     extra = {key: value for key, value in raw.items() if key not in SPEC_BY_NAME}
     for key in sorted(extra):
-        if has_user_code and not difflib.get_close_matches(key, SPEC_BY_NAME, n=1):
+        if for_script or (has_user_code and not difflib.get_close_matches(key, SPEC_BY_NAME, n=1)):
             continue  # the user code's own name
         log.warning("%s", unknown_name_warning(key, has_user_code))
-    _check_consistency(values)
+    if not for_script:
+        _check_consistency(values)  # of the built-in model's settings, which a script does not use
     return Hyperparameters(values, set(raw) & set(SPEC_BY_NAME), extra)
 
 

@@ -14,8 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.contract.hyperparameters import Hyperparameters, parse_hyperparameters
+from trainer.contract.hyperparameters import SPEC_BY_NAME, Hyperparameters, parse_hyperparameters
 from trainer.errors import JobError
+from trainer.user_code import EntryPoint, locate
 
 DEFAULT_BASE_DIR = "/opt/ml"
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
@@ -57,8 +58,8 @@ class Job:
     output_dir: str
     output_data_dir: str
     checkpoint_dir: str
-    user_program: str | None = None  # sagemaker_program (script mode)
-    user_code_dir: str | None = None  # sagemaker_submit_directory
+    # sagemaker_program in sagemaker_submit_directory: a hooks module or a training script
+    entry_point: EntryPoint | None = None
 
     @property
     def host_index(self) -> int:
@@ -157,6 +158,12 @@ def read_job(base_dir: str | None = None) -> Job:
     if current_host not in hosts:
         raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
 
+    groups = resource_config.get("instance_groups") or []
+    if len(groups) > 1:
+        names = ", ".join(f"{g.get('instance_group_name')} ({g.get('instance_type')})" for g in groups)
+        raise JobError(f"{rc_path}: instance groups {names}: heterogeneous clusters are not supported by this "
+                       "image; run one instance type (instance_type and instance_count)")
+
     env = environment.Environment(
         resource_config=resource_config,
         input_data_config=input_data_config or None,
@@ -164,7 +171,12 @@ def read_job(base_dir: str | None = None) -> Job:
     )
     framework_params = dict(env.additional_framework_parameters)
     user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
-    hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=bool(user_program))
+    entry_point = None
+    if user_program:
+        kind = SPEC_BY_NAME["entry_point_kind"]
+        entry_point = locate(user_program, env.module_dir, kind.parse(env.hyperparameters.get(kind.name, kind.default)))
+    hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=bool(user_program),
+                                            for_script=bool(entry_point and entry_point.is_script))
 
     allowed_cpus = os.sched_getaffinity(0)
     num_cpus = int(os.environ.get("SM_NUM_CPUS", len(allowed_cpus)))
@@ -187,6 +199,5 @@ def read_job(base_dir: str | None = None) -> Job:
         output_data_dir=os.environ.get("SM_OUTPUT_DATA_DIR", os.path.join(output_dir, "data")),
         # /opt/ml/checkpoints: SageMaker syncs it with the estimator's checkpoint_s3_uri.
         checkpoint_dir=os.path.join(base_dir, "checkpoints"),
-        user_program=user_program,
-        user_code_dir=env.module_dir if user_program else None,
+        entry_point=entry_point,
     )

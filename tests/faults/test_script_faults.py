@@ -1,0 +1,45 @@
+"""Faults of a user's training script, for real: SIGTERM to a script job mid-training, and
+a rank of a Horovod script killed. Each asserts the exit status, the failure file's first
+line and, as a hang guard, a bound on the time to end; no script process outlives the job."""
+import os
+import signal
+
+import pytest
+
+from conftest import PROJECT_ROOT, pids_of
+from test_process_faults import END_WITHIN_SEC, kill_and_time
+from watched import WatchedJob, first_line
+
+pytestmark = pytest.mark.slow
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
+
+
+def script(program: str, **hyperparameters) -> dict:
+    return {"sagemaker_program": program, "sagemaker_submit_directory": SCRIPTS, **hyperparameters}
+
+
+def test_sigterm_reaches_the_script_and_ends_the_job(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, script("keras_train.py", epochs=1000))
+    job.wait_for(r"Epoch 2/1000")
+    run, seconds = kill_and_time(job, job.process.pid, signal.SIGTERM)  # trainer local passes it on, as SageMaker does
+    line = first_line(run)
+    assert run.exit_code == 143, run.log[-3000:]
+    assert line == "stopped by SIGTERM: script keras_train.py (rank 0 on algo-1) was killed by signal 15 (SIGTERM)", line
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("keras_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
+    record_fault("SIGTERM to a training script's job (the script has no handler of its own)", line, seconds)
+
+
+def test_a_killed_rank_of_a_horovod_script_ends_every_rank_and_is_named(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, script("hvd_train.py", epochs=1000, sagemaker_mpi_enabled="true",
+                                                         sagemaker_mpi_num_of_processes_per_host=2))
+    job.wait_for(r"Epoch 2/1000")
+    rank_1 = pids_of("hvd_train.py", {"OMPI_COMM_WORLD_RANK": "1", "SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
+    assert len(rank_1) == 1, rank_1
+    run, seconds = kill_and_time(job, rank_1[0])
+    line = first_line(run)
+    assert run.exit_code != 0
+    assert line.startswith("script hvd_train.py (rank 1 on algo-1) was killed by signal 9 (SIGKILL)"), line
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("hvd_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
+    record_fault("a rank of a Horovod training script killed (SIGKILL)", line, seconds)

@@ -1,0 +1,117 @@
+"""Training scripts written for AWS's TensorFlow container, run unchanged through
+`trainer local`: a Keras script, a shell entry point, Horovod on two ranks, multi-worker
+mirrored and parameter servers on two hosts, and scripts that fail. Each checks what the
+script was given (arguments, SM_* variables, TF_CONFIG, its rank's channel and shard, the
+CPU settings) from what it recorded, and what it left (a SavedModel, the failure file)."""
+import json
+import os
+
+import pytest
+
+from conftest import PROJECT_ROOT, run_local
+from test_train_local import check_saved_model
+
+pytestmark = pytest.mark.slow
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
+
+
+def script(program: str, **hyperparameters) -> dict:
+    return {"sagemaker_program": program, "sagemaker_submit_directory": SCRIPTS, "epochs": 1,
+            "model_dir": "/opt/ml/model", **hyperparameters}
+
+
+def seen(job_dir, name: str) -> dict:
+    with open(os.path.join(job_dir, "output", "data", f"seen-{name}.json")) as f:
+        return json.load(f)
+
+
+def test_a_keras_script_trains_and_saves(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("keras_train.py", batch_size=512, learning_rate=0.002))
+    assert run.exit_code == 0, run.log[-3000:]
+    assert "entry point: script keras_train.py: keras_train.py defines no hook" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert "eval_auc=" in run.log
+    mine = seen(run.job_dir, "algo-1")
+    assert mine["argv"] == ["--batch_size", "512", "--epochs", "1", "--learning_rate", "0.002",
+                            "--model_dir", "/opt/ml/model"]
+    env = mine["env"]
+    assert env["SM_CHANNEL_TRAINING"] == os.path.join(run.job_dir, "input", "data", "training")
+    assert env["SM_MODEL_DIR"] == os.path.join(run.job_dir, "model")
+    assert json.loads(env["SM_HPS"])["batch_size"] == 512 and "SM_TRAINING_ENV" in env and "SM_USER_ARGS" in env
+    assert env["TRAINER_CHANNELS"] == "training" and env["TRAINER_SHARD"] == "1,0"
+    # Our CPU settings, for TensorFlow (which reads TF_NUM_*_THREADS when it starts) and OpenMP.
+    assert int(env["TF_NUM_INTRAOP_THREADS"]) == max(1, len(os.sched_getaffinity(0)) - 1)
+    assert "OMP_NUM_THREADS" in env and env["KMP_BLOCKTIME"] == "1"
+    assert mine["cwd"] == SCRIPTS
+    assert "wrote no model" not in run.log
+
+
+def test_a_shell_entry_point(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("train.sh"))
+    assert run.exit_code == 0, run.log[-3000:]
+    assert "train.sh is not a Python file: run as a command" in run.log
+    assert "shell entry point on algo-1 with: --epochs 1 --model_dir /opt/ml/model" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+
+
+def test_a_failing_script_names_itself_first(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("keras_train.py", fail_with="the data has no label column"))
+    assert run.exit_code == 1, run.log[-3000:]
+    assert run.failure.splitlines()[0] == ("script keras_train.py (rank 0 on algo-1) exited with code 1: "
+                                           "ValueError: the data has no label column")
+    assert "Traceback" in run.failure  # its last lines of output follow
+
+
+MPI_2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": 2}
+
+
+def test_a_horovod_script_on_two_ranks(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("hvd_train.py", **MPI_2))
+    assert run.exit_code == 0, run.log[-3000:]
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    ranks = [seen(run.job_dir, f"rank{r}") for r in (0, 1)]
+    assert [(s["rank"], s["size"], s["local_rank"]) for s in ranks] == [(0, 2, 0), (1, 2, 1)]
+    assert [s["env"]["TRAINER_RANK"] for s in ranks] == ["0", "1"]
+    assert [s["env"]["TRAINER_SHARD"] for s in ranks] == ["2,0", "2,1"]
+    # Two processes share the host: each gets its half of the threads.
+    assert all(int(s["env"]["TF_NUM_INTRAOP_THREADS"]) == max(1, len(os.sched_getaffinity(0)) // 2 - 1) for s in ranks)
+    assert "[1,1]<stdout>:" in run.log or "[1,1]<stderr>:" in run.log  # the rank in front of its lines
+
+
+def test_a_rank_that_fails_ends_the_job_and_is_named(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("hvd_train.py", fail_on_rank=1, **MPI_2))
+    assert run.exit_code != 0, run.log[-3000:]
+    first = run.failure.splitlines()[0]
+    assert first.startswith("script hvd_train.py (rank 1 on algo-1) exited with code 1"), first
+    assert first.endswith("RuntimeError: rank 1 cannot go on"), first
+
+
+@pytest.mark.parametrize("program, sdk, names", [
+    ("mwms_train.py", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}, ("worker0", "worker1")),
+    ("ps_train.py", {"sagemaker_parameter_server_enabled": "true"}, ("master0", "worker0")),
+], ids=["multi_worker_mirrored", "parameter_server"])
+def test_two_host_scripts_get_aws_s_tf_config(aws_split, tmp_path, program, sdk, names):
+    run = run_local(tmp_path, aws_split, script(program, **sdk), hosts=2, timeout=400)
+    assert run.exit_code == 0, run.log[-4000:]
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    configs = [seen(os.path.join(tmp_path, host), name)["tf_config"] for host, name in zip(("algo-1", "algo-2"), names)]
+    assert all(c["environment"] == "cloud" for c in configs)
+    if program == "ps_train.py":
+        assert configs[0]["cluster"] == {"master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"],
+                                         "worker": ["algo-2:2222"]}
+        assert [c["task"] for c in configs] == [{"index": 0, "type": "master"}, {"index": 0, "type": "worker"}]
+        assert "the master on algo-1 has ended: stopping this host's script and PS task" in run.log
+    else:
+        assert configs[0]["cluster"] == {"worker": ["algo-1:8890", "algo-2:8890"]}
+        assert [c["task"]["index"] for c in configs] == [0, 1]
+
+
+def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
+    channels = {"training-1": aws_split["training"], "training-2": aws_split["evaluation"]}
+    run = run_local(tmp_path, channels, script("kit_pipe_train.py", batch_size=500, **MPI_2), input_mode="Pipe")
+    assert run.exit_code == 0, run.log[-3000:]
+    ranks = [seen(run.job_dir, f"rank{r}") for r in (0, 1)]
+    assert [(s["channels"], s["records"]) for s in ranks] == [("training-1", 8000), ("training-2", 2000)]
+    assert "samples/sec=" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert os.listdir(os.path.join(run.job_dir, "checkpoints"))

@@ -1,0 +1,34 @@
+"""A multi-worker mirrored script for AWS's TF 2 container: TF_CONFIG comes from the
+container; the chief (worker 0) saves to SM_MODEL_DIR, the others to a scratch folder."""
+import argparse
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+
+import criteo_input
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch_size", type=int, default=256)
+    parser.add_argument("--model_dir", default=None)
+    args, _ = parser.parse_known_args()
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    criteo_input.record_what_i_saw(f"worker{task['index']}", tf_config=json.loads(os.environ["TF_CONFIG"]))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = criteo_input.small_model()
+    data = criteo_input.dataset(os.environ["SM_CHANNEL_TRAINING"], args.batch_size * strategy.num_replicas_in_sync)
+    options = tf.data.Options()  # one file for two workers: each takes every other batch
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    data = data.with_options(options)
+    model.fit(data, epochs=args.epochs, verbose=2)
+    is_chief = task["index"] == 0
+    model.save(os.path.join(os.environ["SM_MODEL_DIR"], "1") if is_chief else tempfile.mkdtemp())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""Script mode's decisions, table-driven: hooks module or script (from the source, never
+run), the mode and processes of a script's job, TF_CONFIG exactly as AWS's TF 2 container
+writes it, each process's environment, the failure file's first line, and the SDK keys
+this container does not run."""
+import dataclasses
+import json
+import os
+
+import pytest
+
+from test_planner import job
+from trainer.contract.hyperparameters import parse_hyperparameters
+from trainer.errors import JobError
+from trainer.planner import aws_mwms_tf_config, aws_ps_tf_config, make_plan
+from trainer.user_code import EntryPoint, classify, classify_source
+
+HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"
+SCRIPT_WITH_GUARD = "import argparse\n\ndef main():\n    pass\n\nif __name__ == '__main__':\n    main()\n"
+TOP_LEVEL_SCRIPT = "import os\nmodel_dir = os.environ['SM_MODEL_DIR']\nprint(model_dir)\n"
+HOOKS_AND_GUARD = "def parse_fn(s, hp):\n    return s\n\nif __name__ == '__main__':\n    print('try me')\n"
+NESTED_MODEL_FN = "def build():\n    def model_fn(hp):\n        return None\n    return model_fn\nbuild()\n"
+
+
+@pytest.mark.parametrize("source, kind, why", [
+    (HOOKS_MODULE, "hooks", "m.py defines model_fn at its top level"),
+    (HOOKS_AND_GUARD, "hooks", "m.py defines parse_fn at its top level"),
+    (SCRIPT_WITH_GUARD, "script", "has a __main__ guard"),
+    (TOP_LEVEL_SCRIPT, "script", "a script that runs at its top level"),
+    (NESTED_MODEL_FN, "script", "a script that runs at its top level"),  # only top-level hooks count
+])
+def test_kind_from_the_source(source, kind, why):
+    got_kind, got_why = classify_source(source, "m.py")
+    assert got_kind == kind and why in got_why
+
+
+def test_a_script_is_never_run_to_decide(tmp_path):
+    (tmp_path / "train.py").write_text("open('ran', 'w').write('x')\nraise SystemExit(3)\n")
+    entry = classify("train.py", str(tmp_path))
+    assert entry.kind == "script" and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("files, program, override, kind, why", [
+    ({"train.sh": "echo hi"}, "train.sh", "auto", "script", "not a Python file"),
+    ({"setup.py": "", "train.py": HOOKS_MODULE}, "train.py", "auto", "script", "is a package (setup.py)"),
+    ({"train.py": HOOKS_MODULE}, "train.py", "script", "script", "entry_point_kind=script (hyperparameter)"),
+    ({"train.py": TOP_LEVEL_SCRIPT}, "train.py", "hooks", "hooks", "entry_point_kind=hooks (hyperparameter)"),
+])
+def test_kind_of_an_entry_point(tmp_path, files, program, override, kind, why):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    entry = classify(program, str(tmp_path), override)
+    assert entry.kind == kind and why in entry.why
+
+
+@pytest.mark.parametrize("files, program, message", [
+    ({"other.py": ""}, "train.py", "entry point train.py (sagemaker_program) is not in {dir} (sagemaker_submit_directory); "
+                                   "it holds: other.py"),
+    ({"train.py": "def f(:\n"}, "train.py", "entry point train.py: line 1: "),
+])
+def test_bad_entry_points_are_clear_errors(tmp_path, files, program, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(JobError) as err:
+        classify(program, str(tmp_path))
+    assert str(err.value).startswith(message.format(dir=tmp_path))
+
+
+def script_job(hosts=1, sdk=None, hp=None, channels=None, mode="File"):
+    base = job(hosts=hosts, sdk=sdk, channels=channels, mode=mode)
+    return dataclasses.replace(base, entry_point=EntryPoint("train.py", "/opt/ml/code", "script", "a script"),
+                               hyperparameters=parse_hyperparameters(hp or {}, for_script=True))
+
+
+MPI_2 = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
+PS = {"sagemaker_parameter_server_enabled": True}
+MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
+
+# name: (job, mode, launch kind, [(host, role, rank, channels, shard, TF_CONFIG task)])
+SCRIPT_CASES = {
+    "1 host, no distribution: one process": (
+        script_job(), "single", "script", [("1", "chief", 0, ("training",), (1, 0), None)]),
+    "2 hosts, no distribution: the script on every host, as AWS's container": (
+        script_job(hosts=2), "single", "script",
+        [("1", "chief", 0, ("training",), (2, 0), None), ("2", "worker", 1, ("training",), (2, 1), None)]),
+    "1 host, mpi 2 per host: our mpirun, ranks through trainer.script_process": (
+        script_job(sdk=MPI_2), "horovod", "mpirun",
+        [("1", "chief", 0, ("training",), (2, 0), None), ("1", "worker", 1, ("training",), (2, 1), None)]),
+    "2 hosts, mpi 2 per host: the toolkit's MPI runner": (
+        script_job(hosts=2, sdk=MPI_2), "horovod", "sagemaker_mpi", None),
+    "2 hosts, parameter_server: master on the first host, a PS task on each": (
+        script_job(hosts=2, sdk=PS), "parameter_server", "script",
+        [("1", "chief", 0, ("training",), (2, 0), {"index": 0, "type": "master"}),
+         ("1", "ps", None, (), (1, 0), {"index": 0, "type": "ps"}),
+         ("2", "worker", 1, ("training",), (2, 1), {"index": 0, "type": "worker"}),
+         ("2", "ps", None, (), (1, 0), {"index": 1, "type": "ps"})]),
+    "2 hosts, multi_worker_mirrored: workers only, as AWS's TF 2 container": (
+        script_job(hosts=2, sdk=MWMS), "multi_worker_mirrored", "script",
+        [("1", "chief", 0, ("training",), (2, 0), {"index": 0, "type": "worker"}),
+         ("2", "worker", 1, ("training",), (2, 1), {"index": 1, "type": "worker"})]),
+    "Pipe mode, mpi 2 per host, a channel per rank: each rank its own FIFO": (
+        script_job(sdk=MPI_2, mode="Pipe", channels={"training-1": "FullyReplicated", "training-2": "FullyReplicated"}),
+        "horovod", "mpirun",
+        [("1", "chief", 0, ("training-1",), (1, 0), None), ("1", "worker", 1, ("training-2",), (1, 0), None)]),
+    "channels not named training: the script reads them itself": (
+        script_job(channels={"images": "FullyReplicated"}), "single", "script",
+        [("1", "chief", 0, (), (1, 0), None)]),
+}
+
+
+@pytest.mark.parametrize("name", SCRIPT_CASES)
+def test_script_plan(name):
+    the_job, mode, kind, processes = SCRIPT_CASES[name]
+    plan = make_plan(the_job)
+    assert (plan.mode, plan.launch.kind) == (mode, kind) and plan.entry.startswith("script train.py")
+    if kind in ("mpirun", "sagemaker_mpi"):
+        assert plan.launch.command[-3:] == ("python", "-m", "trainer.script_process")
+    if processes is not None:
+        assert [(p.host[-1], p.role, p.rank, p.channels, p.shard, p.tf_config and p.tf_config["task"])
+                for p in plan.processes] == processes
+
+
+# What sagemaker-tensorflow-training 20.5.0's _build_tf_config_for_ps and _for_mwms return.
+AWS_PS_3_HOSTS = {"master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223", "algo-3:2223"],
+                  "worker": ["algo-2:2222", "algo-3:2222"]}
+
+
+@pytest.mark.parametrize("hosts, current, ps_task, expected", [
+    (["algo-1"], "algo-1", False, {"cluster": {"master": ["algo-1:2222"]}, "environment": "cloud",
+                                   "task": {"index": 0, "type": "master"}}),
+    (["algo-1", "algo-2", "algo-3"], "algo-1", False,
+     {"cluster": AWS_PS_3_HOSTS, "environment": "cloud", "task": {"index": 0, "type": "master"}}),
+    (["algo-1", "algo-2", "algo-3"], "algo-3", False,
+     {"cluster": AWS_PS_3_HOSTS, "environment": "cloud", "task": {"index": 1, "type": "worker"}}),
+    (["algo-1", "algo-2", "algo-3"], "algo-2", True,
+     {"cluster": AWS_PS_3_HOSTS, "environment": "cloud", "task": {"index": 1, "type": "ps"}}),
+])
+def test_parameter_server_tf_config_is_aws_s(hosts, current, ps_task, expected):
+    assert aws_ps_tf_config(hosts, current, ps_task) == expected
+    assert json.loads(json.dumps(expected)) == expected
+
+
+def test_multi_worker_mirrored_tf_config_is_aws_s():
+    assert aws_mwms_tf_config(("algo-1", "algo-2"), "algo-2") == {
+        "cluster": {"worker": ["algo-1:8890", "algo-2:8890"]}, "environment": "cloud",
+        "task": {"index": 1, "type": "worker"}}
+
+
+@pytest.mark.parametrize("the_job, message", [
+    (script_job(sdk={"sagemaker_distributed_dataparallel_enabled": True}),
+     "sagemaker_distributed_dataparallel_enabled: SageMaker's distributed data parallel library"),
+    (script_job(hp={"mp_parameters": '{"partitions": 2}'}),
+     "mp_parameters: SageMaker's model parallel library (smdistributed.modelparallel) is not in this image"),
+    (script_job(hp={"distribution": "mirrored"}),
+     "hyperparameter 'distribution': mirrored builds the container's own model"),
+    (script_job(sdk=MPI_2, mode="Pipe"), "Pipe mode: 1 training channel(s) (training) for 2 training processes"),
+])
+def test_what_a_script_job_cannot_do_is_a_clear_error(the_job, message):
+    with pytest.raises(JobError) as err:
+        make_plan(the_job)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_a_script_s_own_hyperparameters_never_end_the_job():
+    hp = parse_hyperparameters({"optimizer": "rmsprop-with-warmup", "epochs": "3", "batch_size": "64"},
+                               for_script=True)
+    assert hp.optimizer == "adam" and hp.batch_size == 64 and hp.extra == {"epochs": "3"}
+    with pytest.raises(JobError):  # the same value for the built-in model is an error
+        parse_hyperparameters({"optimizer": "rmsprop-with-warmup"})
+
+
+def test_each_process_environment(tmp_path, monkeypatch):
+    """What a script process sees: the toolkit's SM_* variables, AWS's TF_CONFIG, our CPU
+    settings and its own channel and shard."""
+    from trainer.localjob import LocalJob
+    from trainer.contract.job import read_job
+    from trainer import script_process
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(SCRIPT_WITH_GUARD)
+    data = tmp_path / "data.tfrecords"
+    data.write_bytes(b"")
+    local = LocalJob({"training": [str(data)]}, {"sagemaker_program": "train.py",
+                                                 "sagemaker_submit_directory": str(code),
+                                                 "sagemaker_multi_worker_mirrored_strategy_enabled": "true",
+                                                 "epochs": "3", "model_dir": "/opt/ml/model"}, hosts=2)
+    folders = local.lay_out(str(tmp_path / "job"))
+    the_job = read_job(folders["algo-2"])
+    plan = make_plan(the_job)
+    process = plan.on_host("algo-2")[0]
+    env = script_process.environment(the_job, plan, process)
+    assert json.loads(env["TF_CONFIG"])["task"] == {"index": 1, "type": "worker"}
+    assert env["SM_CURRENT_HOST"] == "algo-2" and json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
+    assert env["SM_CHANNEL_TRAINING"] == os.path.join(folders["algo-2"], "input", "data", "training")
+    assert json.loads(env["SM_HPS"]) == {"epochs": 3, "model_dir": "/opt/ml/model"}
+    assert env["TRAINER_RANK"] == "1" and env["TRAINER_SHARD"] == "2,1" and env["TRAINER_CHANNELS"] == "training"
+    assert int(env["TF_NUM_INTRAOP_THREADS"]) >= 1 and int(env["OMP_NUM_THREADS"]) >= 1
+    command = script_process.command(the_job)
+    assert command[1:] == ["train.py", "--epochs", "3", "--model_dir", "/opt/ml/model"]
+
+
+@pytest.mark.parametrize("output, rank, first_line", [
+    ("Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'SM_CHANNEL_X'\n", None,
+     "script train.py (chief on algo-1) exited with code 1: KeyError: 'SM_CHANNEL_X'"),
+    ("[1,0]<stdout>:epoch 1\n[1,1]<stderr>:ValueError: bad shape\n[1,0]<stderr>:RuntimeError: later\n", 1,
+     "script train.py (chief on algo-1) exited with code 1: ValueError: bad shape"),
+    ("[1,1]<stderr>:RuntimeError[1,1]<stderr>:: [1,1]<stderr>:rank 1 cannot go on[1,1]<stderr>:\n[1,0]<stdout>:ok\n",
+     1, "script train.py (chief on algo-1) exited with code 1: RuntimeError: rank 1 cannot go on"),
+    ("Traceback:\nUnavailableError: Graph execution error:\nThe error could be from a previous operation.\n", None,
+     "script train.py (chief on algo-1) exited with code 1: UnavailableError: Graph execution error:"),
+    ("Epoch 3/1000\n250/250 - 2s - loss: 0.52\n", None, "script train.py (chief on algo-1) exited with code 1"),
+    ("./train.sh: line 2: nosuchcommand: command not found\n", None,
+     "script train.py (chief on algo-1) exited with code 1: ./train.sh: line 2: nosuchcommand: command not found"),
+])
+def test_failure_first_line(tmp_path, output, rank, first_line):
+    from trainer.script_launch import output_of_rank, report_script_failure
+
+    the_job = dataclasses.replace(script_job(), output_dir=str(tmp_path))
+    reason = report_script_failure(the_job, "chief on algo-1", "exited with code 1", output_of_rank(output, rank))
+    failure = (tmp_path / "failure").read_text()
+    assert reason == first_line and failure.splitlines()[0] == first_line
+    assert "its last lines of output:" in failure

@@ -1,0 +1,131 @@
+"""Helpers for a user's own training script in this container (`from trainer import kit`).
+
+A script that uses none of them still runs; each one gives what the container knows:
+
+    kit.rank(), kit.world_size(), kit.is_chief()
+    kit.dataset(batch_size, epoch=0)   this rank's tf.data dataset of one pass: its own
+                                       channel (Pipe mode: its own FIFO, the pass's
+                                       <channel>_<epoch>), its exactly-once shard, parsed a
+                                       window at a time (the DeepFM record layout, or
+                                       `parse_fn(serialized) -> (features, label)`)
+    kit.learning_rate(base)            base times the job's synchronous replicas
+    kit.callbacks(batch_size, model=None)  logs `samples/sec=` and `samples/$=` (the
+                                       estimator's metric_definitions), checkpoints to
+                                       /opt/ml/checkpoints (chief), and on SIGTERM stops at
+                                       the next step and saves
+    kit.export(model)                  a SavedModel in TF Serving's layout, SM_MODEL_DIR/1
+                                       (chief only; returns its path)
+
+Everything is read from the job's files and the environment the container gives each
+process (trainer.script_process); nothing here starts processes or sets up distribution.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+
+from trainer.contract.job import base_dir_from_env, read_job
+from trainer.report import METRIC_DEFINITIONS  # noqa: F401  (what the logged lines match)
+
+log = logging.getLogger("trainer.kit")
+
+
+@functools.lru_cache(maxsize=1)
+def _job_and_plan():
+    from trainer.planner import make_plan
+
+    job = read_job(base_dir_from_env())
+    return job, make_plan(job)
+
+
+def rank() -> int:
+    return int(os.environ.get("TRAINER_RANK", "0"))
+
+
+def world_size() -> int:
+    return int(os.environ.get("TRAINER_WORLD_SIZE", "1"))
+
+
+def is_chief() -> bool:
+    return rank() <= 0
+
+
+def _process():
+    job, plan = _job_and_plan()
+    return job, plan, next(p for p in plan.processes if p.rank == max(rank(), 0) and p.role != "ps")
+
+
+def dataset(batch_size: int, epoch: int = 0, parse_fn=None, shuffle_buffer: int = 0, seed: int | None = None):
+    """One pass over this rank's own data (File mode: repeat it, or call once per epoch;
+    Pipe mode: call once per epoch, each reads the epoch's FIFO)."""
+    from trainer.data.pipeline import EpochInput, InputSpec
+    from trainer.data.records import batch_parser
+
+    job, plan, process = _process()
+    if not process.channels:
+        raise ValueError("kit.dataset: the job has no channel named training (or training-<k>); "
+                         "read your channels from SM_CHANNEL_* yourself")
+    hp = job.hyperparameters
+    spec = InputSpec.for_channels([job.channels[name] for name in process.channels], hp.data_format,
+                                  process.shard)
+    parse = parse_fn or batch_parser(spec.data_format, hp.field_size)
+    source = EpochInput(spec, parse, batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec)
+    return source.dataset(epoch)
+
+
+def learning_rate(base: float) -> float:
+    """`base` times the job's synchronous replicas (the rule for a batch size per replica)."""
+    return base * float(os.environ.get("TRAINER_LEARNING_RATE_SCALE", "1"))
+
+
+def callbacks(batch_size: int, model=None, log_steps: int = 100) -> list:
+    """Throughput and cost lines, checkpoints of `model` (chief) and a clean stop on SIGTERM."""
+    import tensorflow as tf
+
+    from trainer.pricing import price_of
+    from trainer.training.stop import StopRequest
+
+    job, plan, process = _process()
+    price = price_of(job.instance_type, len(job.hosts), job.hyperparameters.price_per_hour)
+    processes = plan.world_size
+    stop = StopRequest(process.name, job.output_dir).install()
+
+    class Progress(tf.keras.callbacks.Callback):  # made here: importing kit does not import TensorFlow
+        def on_train_begin(self, logs=None):
+            self.start, self.steps = time.perf_counter(), 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+            if self.steps % log_steps == 0 and is_chief():
+                seconds = time.perf_counter() - self.start
+                rate = self.steps * batch_size * processes / seconds
+                per_dollar = price.samples_per_dollar(rate)
+                print(f"step={self.steps} loss={(logs or {}).get('loss', float('nan')):.5f} samples/sec={rate:.1f}"
+                      + (f" samples/$={per_dollar:.0f}" if per_dollar else ""), flush=True)
+            if stop.requested:
+                self.model.stop_training = True
+                if checkpoint is not None:
+                    checkpoint.save()
+                    print(f"SIGTERM: stopped at step {self.steps} and saved a checkpoint", flush=True)
+
+    checkpoint = None
+    if model is not None and is_chief():
+        checkpoint = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), job.checkpoint_dir, max_to_keep=2)
+        if checkpoint.latest_checkpoint:
+            checkpoint.checkpoint.restore(checkpoint.latest_checkpoint)
+            print(f"resumed from {checkpoint.latest_checkpoint}", flush=True)
+    result = [Progress()]
+    if checkpoint is not None:
+        result.append(tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: checkpoint.save()))
+    return result
+
+
+def export(model, version: int = 1) -> str | None:
+    """The model as a SavedModel in TF Serving's layout under SM_MODEL_DIR (chief only)."""
+    from trainer.training.run import export_saved_model
+
+    if not is_chief():
+        return None
+    return export_saved_model(model, os.environ.get("SM_MODEL_DIR", _job_and_plan()[0].model_dir), version)

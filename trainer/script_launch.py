@@ -1,0 +1,189 @@
+"""Run the user's training script on this host, as AWS's TensorFlow container runs it.
+
+Preparing the code is the SageMaker training toolkit's (its `entry_point.install`: a
+package's `setup.py`, a command made executable, `requirements.txt`), with one thing
+first: requirements that the code's own folder can satisfy (a wheel shipped beside the
+script) install with no network. Running it is this container's: the toolkit's runners
+wait for every host name for up to 15 minutes without a word, do not pass SIGTERM on
+with a bounded grace, and end a worker host of a parameter-server job only when the
+master stops answering `curl` (forever, if it never answered). Here the peers are awaited
+with a bound before this runs (trainer.peers), and:
+
+- parameter servers: this host's PS task runs beside its script (AWS's TF_CONFIG); the
+  hosts after the first end when the first host's script has ended (or fail, naming it,
+  when that host is lost);
+- multi-worker mirrored, or no distribution: the script on every host, each ending itself;
+- MPI: mpirun through trainer.supervise (one host) or the toolkit's MPI runner (several),
+  each rank started by trainer.script_process.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+
+from trainer import peers, script_process, supervise
+from trainer.errors import JobError
+from trainer.report import EXIT_STOPPED, STOP_GRACE_SEC, AlreadyReported, write_failure
+
+log = logging.getLogger("trainer")
+OUTPUT_LINES_IN_FAILURE = 30
+# The last line of a Python traceback ("KeyError: 'SM_CHANNEL_X'"), else a shell's error.
+EXCEPTION_LINE = re.compile(r"^[\w.]+(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+ERROR_LINE = re.compile(r".*(?:error|not found|No such file).*", re.IGNORECASE)
+MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+
+
+def prepare(job) -> None:
+    """Install what the code needs, as the toolkit does, shipped wheels first and offline."""
+    from sagemaker_training import entry_point
+
+    code_dir, program = job.entry_point.code_dir, job.entry_point.program
+    requirements = os.path.join(code_dir, "requirements.txt")
+    if os.path.exists(requirements) and any(name.endswith(".whl") for name in os.listdir(code_dir)):
+        offline = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", code_dir,
+                                  "-r", requirements], cwd=code_dir, capture_output=True, text=True)
+        log.info("requirements.txt from the wheels beside the script: %s",
+                 "installed" if offline.returncode == 0 else "not all there; the package index is asked next")
+    try:
+        # The toolkit reads its code dir at import; ours may be elsewhere (trainer local).
+        entry_point.install(program, path=code_dir, capture_error=True)
+    except Exception as err:  # the toolkit's InstallModuleError / InstallRequirementsError
+        raise JobError(f"the code in {code_dir} cannot be installed (requirements.txt or setup.py): "
+                       f"{last_error_line(str(err))}") from err
+    _start_intermediate_sync(job)
+
+
+def _start_intermediate_sync(job) -> None:
+    """The toolkit's sync of /opt/ml/output/intermediate to S3 while the job runs (where the
+    job says where its output goes: on SageMaker)."""
+    from sagemaker_training import intermediate_output
+
+    env = script_process.toolkit_environment(job)
+    try:
+        intermediate_output.start_sync(env.sagemaker_s3_output(), env.region)
+    except Exception as err:  # no S3 here (local mode): training goes on without it
+        log.warning("output/intermediate will not be synced: %s: %s", type(err).__name__, err)
+
+
+def last_error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    exceptions = [line for line in lines if EXCEPTION_LINE.match(line)]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    return (exceptions or errors or [""])[-1]  # none: how it ended says it all (a signal)
+
+
+def output_of_rank(output: str, rank: int | None) -> str:
+    """What mpirun's --tag-output marked as `rank`'s (all of it when untagged). A tag opens
+    each piece a rank wrote, which may start inside a line when ranks write at once."""
+    parts = MPI_TAG.split(output)  # text, then (rank, text) for every tag
+    if rank is None or len(parts) == 1:
+        return output
+    return "".join(parts[i + 1] for i in range(1, len(parts), 2) if int(parts[i]) == rank) or output
+
+
+def report_script_failure(job, who: str, how: str, output: str) -> str:
+    """Write the failure file: the script, the process, how it ended and its last error
+    line first; then its last lines of output. Returns the first line."""
+    last = last_error_line(output)
+    reason = f"script {job.entry_point.program} ({who}) {how}" + (f": {last}" if last else "")
+    tail = "\n".join(output.splitlines()[-OUTPUT_LINES_IN_FAILURE:])
+    write_failure(job.output_dir, reason, f"its last lines of output:\n{tail}", cause_first=True)
+    log.error("%s", reason)
+    return reason
+
+
+def mpirun_failure_writer(job, plan):
+    """For trainer.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
+    output (its --tag-output marks whose each line is)."""
+    def explain(rank, how, output):
+        who = plan.process(rank).name if rank is not None else f"one of its {plan.world_size} ranks"
+        report_script_failure(job, who, how, output_of_rank(output, rank))
+    return explain
+
+
+def how_it_ended(code: int) -> str:
+    if code < 0:
+        return f"was killed by signal {-code} ({supervise.signal_name(-code)})"
+    return f"exited with code {code}"
+
+
+def exit_code_of(code: int) -> int:
+    return 128 - code if code < 0 else code  # a signal's number, as a shell reports it
+
+
+def run(job, plan, status) -> None:
+    """This host's part: its script process (and PS task), supervised."""
+    mine = plan.on_host(job.current_host)
+    process = next(p for p in mine if p.role != "ps")
+    toolkit_env = script_process.toolkit_environment(job)
+    env = {**os.environ, **script_process.environment(job, plan, process, toolkit_env)}
+    argv = script_process.command(job, toolkit_env=toolkit_env)
+    ps_task = _start_ps_task(job) if any(p.role == "ps" for p in mine) else None
+    log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
+    script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=STOP_GRACE_SEC)
+    try:
+        if plan.mode == "parameter_server" and plan.leader != job.current_host:
+            _serve_until_leader_ends(job, plan, script, ps_task)
+        else:
+            _end_with(job, process, script, script.wait())
+    finally:
+        script.end()
+        if ps_task is not None:
+            ps_task.terminate()
+            ps_task.wait()
+    if process.role == "chief":
+        warn_if_no_model(job.model_dir)
+
+
+def _start_ps_task(job) -> subprocess.Popen:
+    """This host's parameter server, as AWS's container starts one beside the script."""
+    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
+    return subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", "ps"], env=env,
+                            preexec_fn=supervise.die_with_parent)
+
+
+def _end_with(job, process, script, code: int) -> None:
+    if code == 0:
+        return
+    if script.stop_requested:
+        reason = f"stopped by SIGTERM: script {job.entry_point.program} ({process.name}) {how_it_ended(code)}"
+        write_failure(job.output_dir, reason)
+        raise AlreadyReported(EXIT_STOPPED if code < 0 else code)
+    report_script_failure(job, process.name, how_it_ended(code), script.output_tail)
+    raise AlreadyReported(exit_code_of(code))
+
+
+def _serve_until_leader_ends(job, plan, script, ps_task) -> None:
+    """A worker host of a parameter-server job: its script (a TF 2 worker serves until
+    stopped) and PS task run until the first host's state is final; a script or PS task
+    that fails first fails the host."""
+    process = next(p for p in plan.on_host(job.current_host) if p.role != "ps")
+    ended = threading.Event()
+    threading.Thread(target=lambda: (script.process.wait(), ended.set()), daemon=True).start()
+
+    def alive():
+        if ended.is_set() and script.process.returncode != 0:
+            _end_with(job, process, script, script.process.returncode)
+        if ps_task.poll() is not None:
+            raise JobError(f"ps task on {job.current_host} {how_it_ended(ps_task.returncode)}")
+
+    supervise.follow_leader(job, plan, f"the master on {plan.leader}", alive=alive,
+                            on_stop=lambda: supervise.send_sigterm([script.process.pid]))
+    log.info("the master on %s has ended: stopping this host's script and PS task", plan.leader)
+
+
+def warn_if_no_model(model_dir: str) -> None:
+    """The toolkit's warning: a model dir with nothing in it uploads nothing; one without a
+    numbered SavedModel is not servable by SageMaker's TF Serving containers."""
+    files = [os.path.join(folder, name) for folder, _, names in os.walk(model_dir) for name in names]
+    if not files:
+        log.warning("the script wrote no model under SM_MODEL_DIR (%s): the job will upload none; save it "
+                    "there, e.g. model.save(os.path.join(os.environ['SM_MODEL_DIR'], '1'))", model_dir)
+    elif not any(os.path.basename(f).startswith("saved_model.pb") and os.path.basename(os.path.dirname(f)).isdigit()
+                 for f in files):
+        log.warning("the model under SM_MODEL_DIR (%s) is not a SavedModel in a numbered folder (<dir>/1/"
+                    "saved_model.pb): SageMaker's TensorFlow Serving containers cannot serve it", model_dir)
