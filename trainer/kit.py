@@ -90,7 +90,7 @@ def callbacks(batch_size: int, model=None, log_steps: int = 100) -> list:
     job, plan, process = _process()
     price = price_of(job.instance_type, len(job.hosts), job.hyperparameters.price_per_hour)
     processes = plan.world_size
-    stop = StopRequest(process.name, job.output_dir).install()
+    stop = StopRequest(process.name, job.output_dir, job.hyperparameters.stop_grace_sec).install()
 
     class Progress(tf.keras.callbacks.Callback):  # made here: importing kit does not import TensorFlow
         def on_train_begin(self, logs=None):

@@ -37,7 +37,7 @@ def run(job) -> dict | None:
     followers: tuple[str, ...] = ()  # hosts to tell how this one ended: once they have answered
     try:
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec)
-        if plan.leader == job.current_host:
+        if plan.leader == job.current_host or plan.watch_peers:
             followers = tuple(h for h in plan.hosts if h != job.current_host)
         metrics = launch_host(job, plan, status)
     except BaseException as err:

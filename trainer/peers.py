@@ -274,4 +274,3 @@ def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] 
         raise Stopped(f"{me}: the job was stopped; {who}: {reason}")
     if state == FAILED:
         raise PeerLost(f"{me}: {who} failed: {reason}")
-    log.info("%s is done; this host's part has ended", who)

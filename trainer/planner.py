@@ -104,6 +104,9 @@ class Plan:
     # other hosts follow its state to tell a finished leader from a lost one. None: every
     # host ends by itself (one host; multi-worker mirrored, whose workers end together).
     leader: str | None = None
+    # Every host follows every other (a user's script with no leader host: multi-worker
+    # mirrored, or one process per host): one host failing ends the others' scripts.
+    watch_peers: bool = False
 
     def process(self, rank: int) -> Process:
         return next(p for p in self.processes if p.rank == rank)
@@ -513,4 +516,5 @@ def make_plan(job: Job) -> Plan:
         learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
         warmup_steps=hp.warmup_steps if scale > 1 else 0,
         sharding=sharding, processes=tuple(processes), launch=_launch(job, mode, per_host),
-        peer_waits=_peer_waits(job, mode), leader=_leader(job, mode))
+        peer_waits=_peer_waits(job, mode), leader=_leader(job, mode),
+        watch_peers=script and hosts > 1 and _leader(job, mode) is None)

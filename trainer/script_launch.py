@@ -26,8 +26,8 @@ import sys
 import threading
 
 from trainer import peers, script_process, supervise
-from trainer.errors import JobError
-from trainer.report import EXIT_STOPPED, STOP_GRACE_SEC, AlreadyReported, write_failure
+from trainer.errors import JobError, PeerLost, Stopped
+from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 OUTPUT_LINES_IN_FAILURE = 30
@@ -63,8 +63,9 @@ def _start_intermediate_sync(job) -> None:
     from sagemaker_training import intermediate_output
 
     env = script_process.toolkit_environment(job)
+    region = os.environ.get("AWS_REGION", os.environ.get("SAGEMAKER_REGION"))  # as the toolkit's trainer
     try:
-        intermediate_output.start_sync(env.sagemaker_s3_output(), env.region)
+        intermediate_output.start_sync(env.sagemaker_s3_output(), region)
     except Exception as err:  # no S3 here (local mode): training goes on without it
         log.warning("output/intermediate will not be synced: %s: %s", type(err).__name__, err)
 
@@ -124,12 +125,18 @@ def run(job, plan, status) -> None:
     argv = script_process.command(job, toolkit_env=toolkit_env)
     ps_task = _start_ps_task(job) if any(p.role == "ps" for p in mine) else None
     log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
-    script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=STOP_GRACE_SEC)
+    script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec)
+    watch = PeerWatch(job, plan, script) if plan.watch_peers else None
     try:
         if plan.mode == "parameter_server" and plan.leader != job.current_host:
             _serve_until_leader_ends(job, plan, script, ps_task)
         else:
-            _end_with(job, process, script, script.wait())
+            code = script.wait()
+            if watch is not None:
+                watch.stop()
+                if watch.ended_by is not None and code != 0:
+                    raise watch.ended_by  # another host failed first: this script was ended for it
+            _end_with(job, process, script, code)
     finally:
         script.end()
         if ps_task is not None:
@@ -137,6 +144,44 @@ def run(job, plan, status) -> None:
             ps_task.wait()
     if process.role == "chief":
         warn_if_no_model(job.model_dir)
+
+
+class PeerWatch:
+    """Follows every other host's state (trainer.peers) while this host's script runs: when
+    one fails, stops or is lost, this script is ended (SIGTERM, then SIGKILL 10 s later)
+    and `ended_by` says which host and why, so the job ends in seconds, not when
+    TensorFlow's collectives time out."""
+
+    def __init__(self, job, plan, script):
+        self.script = script
+        self.ended_by: Exception | None = None
+        self._done = threading.Event()
+        for host in plan.hosts:
+            if host != job.current_host:
+                threading.Thread(target=self._follow, args=(job.current_host, host), daemon=True,
+                                 name=f"watch-{host}").start()
+
+    def _follow(self, me: str, host: str) -> None:
+        def still_watching():
+            if self._done.is_set():
+                raise _Unwatched()
+
+        try:
+            peers.follow(host, peers.STATUS_PORT, me, host, alive=still_watching)
+        except _Unwatched:
+            return
+        except (PeerLost, Stopped) as err:
+            if not self._done.is_set() and self.ended_by is None:
+                self.ended_by = err
+                log.error("%s: ending this host's script", err)
+                self.script.end(grace_sec=10.0)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+class _Unwatched(Exception):
+    """This host's script has ended: its watch of the others is over."""
 
 
 def _start_ps_task(job) -> subprocess.Popen:

@@ -47,10 +47,15 @@ def entry_point_type(code_dir: str, program: str) -> str:
 
 
 def toolkit_environment(job):
-    """The toolkit's view of the job (its Environment), read from the job's own folder."""
+    """The toolkit's view of the job (its Environment), read from the job's own folder,
+    without the container's own settings (the script's arguments and SM_HPS are the rest)."""
+    from trainer.contract.hyperparameters import CONTAINER_ONLY
     from trainer.contract.job import _toolkit_environment
 
-    return _toolkit_environment(job.base_dir).Environment()
+    environment = _toolkit_environment(job.base_dir)
+    hyperparameters = {key: value for key, value in environment.read_hyperparameters().items()
+                       if key not in CONTAINER_ONLY}
+    return environment.Environment(hyperparameters=hyperparameters)
 
 
 def command(job, under_mpi: bool = False, toolkit_env=None) -> list[str]:

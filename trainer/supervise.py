@@ -22,7 +22,7 @@ import time
 
 from trainer import peers
 from trainer.errors import JobError, Stopped
-from trainer.report import EXIT_STOPPED, STOP_GRACE_SEC, AlreadyReported, write_failure
+from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 
@@ -157,6 +157,10 @@ class Supervised:
                 except subprocess.TimeoutExpired:
                     if self._grace_is_over():
                         log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
+                        if self.stop_grandchildren:
+                            for pid in children_of(self.process.pid):
+                                with contextlib.suppress(ProcessLookupError):
+                                    os.kill(pid, signal.SIGKILL)
                         self._signal(signal.SIGKILL)
         self._copier.join(timeout=10)
         return code
@@ -239,7 +243,9 @@ def run_mpirun(job, plan, command, cwd: str | None = None, explain=None) -> None
     command = [sys.executable if part == "python" else part for part in command]
     log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
     env = {**os.environ, **plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
-    mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd)
+    # Ranks of a user's script get a bounded grace after a SIGTERM (ours bound it themselves).
+    grace = job.hyperparameters.stop_grace_sec + FOLLOW_MARGIN_SEC if explain is not None else None
+    mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd, stop_grace_sec=grace)
     exit_code = mpirun.wait()
     if exit_code == 0:
         return
@@ -280,9 +286,10 @@ def follow_leader(job, plan, who: str, alive=lambda: None, on_stop=lambda: None)
 
     def still_alive():
         alive()
-        if stopped_at and time.monotonic() - stopped_at[0] > STOP_GRACE_SEC + FOLLOW_MARGIN_SEC:
-            raise Stopped(f"{job.current_host}: stopped by SIGTERM; {who} did not end within "
-                          f"{STOP_GRACE_SEC + FOLLOW_MARGIN_SEC:.0f} s")
+        grace = job.hyperparameters.stop_grace_sec + FOLLOW_MARGIN_SEC
+        if stopped_at and time.monotonic() - stopped_at[0] > grace:
+            raise Stopped(f"{job.current_host}: stopped by SIGTERM; {who} did not end within {grace:.0f} s")
 
     with handling_sigterm(on_sigterm):
         peers.follow(plan.leader, peers.STATUS_PORT, job.current_host, who, alive=still_alive)
+    log.info("%s is done; this host's part has ended", who)

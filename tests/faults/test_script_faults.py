@@ -3,6 +3,7 @@ a rank of a Horovod script killed. Each asserts the exit status, the failure fil
 line and, as a hang guard, a bound on the time to end; no script process outlives the job."""
 import os
 import signal
+import time
 
 import pytest
 
@@ -43,3 +44,36 @@ def test_a_killed_rank_of_a_horovod_script_ends_every_rank_and_is_named(aws_spli
     assert seconds < END_WITHIN_SEC
     assert not pids_of("hvd_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
     record_fault("a rank of a Horovod training script killed (SIGKILL)", line, seconds)
+
+
+def test_a_failed_host_ends_the_other_hosts_script(aws_split, tmp_path, record_fault):
+    """Multi-worker mirrored: the second host's script fails before it joins; the first
+    host's script, waiting for it in TensorFlow, is ended by the container and names it."""
+    job = WatchedJob(tmp_path / "job", aws_split, script(
+        "mwms_train.py", epochs=1, fail_on_worker=1, sagemaker_multi_worker_mirrored_strategy_enabled="true"),
+        hosts=2)
+    job.wait_for(r"running mwms_train.py \(rank 1 on algo-2\)")
+    failed = time.monotonic()
+    run = job.finish(timeout=END_WITHIN_SEC + 120)
+    seconds = time.monotonic() - failed
+    line = first_line(run)  # the first host's
+    assert run.exit_code == 1, run.log[-3000:]
+    assert line == ("algo-1: algo-2 failed: script mwms_train.py (rank 1 on algo-2) exited with code 1: "
+                    "RuntimeError: worker 1 cannot go on"), line
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("mwms_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-1")})
+    record_fault("multi-worker mirrored training script: the second host's script fails, the first host's "
+                 "failure file (time from the second host's start)", line, seconds)
+
+
+def test_a_script_that_ignores_sigterm_is_killed_after_its_grace(aws_split, tmp_path, record_fault):
+    job = WatchedJob(tmp_path / "job", aws_split, script("keras_train.py", epochs=1000, ignore_sigterm=1,
+                                                         stop_grace_sec=3))
+    job.wait_for(r"Epoch 2/1000")
+    run, seconds = kill_and_time(job, job.process.pid, signal.SIGTERM)
+    line = first_line(run)
+    assert run.exit_code == 143, run.log[-3000:]
+    assert line == "stopped by SIGTERM: script keras_train.py (rank 0 on algo-1) was killed by signal 9 (SIGKILL)", line
+    assert "still running 3 s after SIGTERM: killed" in run.log
+    assert 3 <= seconds < END_WITHIN_SEC
+    record_fault("a training script that ignores SIGTERM (stop_grace_sec=3)", line, seconds)

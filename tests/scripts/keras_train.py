@@ -4,6 +4,7 @@ SM_MODEL_DIR/1. Nothing in it knows this container."""
 import argparse
 import importlib
 import os
+import signal
 
 import tensorflow as tf
 
@@ -17,10 +18,13 @@ def main():
     parser.add_argument("--learning_rate", type=float, default=0.001)
     parser.add_argument("--fail_with", default="")
     parser.add_argument("--import_module", default="")  # one that requirements.txt installs
+    parser.add_argument("--ignore_sigterm", type=int, default=0)
     parser.add_argument("--model_dir", default=None)  # the SDK's; a Keras script saves to SM_MODEL_DIR
     parser.add_argument("--train", default=os.environ.get("SM_CHANNEL_TRAINING"))
     parser.add_argument("--eval", default=os.environ.get("SM_CHANNEL_EVALUATION"))
     args = parser.parse_args()
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     imported = importlib.import_module(args.import_module).VALUE if args.import_module else None
     criteo_input.record_what_i_saw(os.environ["SM_CURRENT_HOST"], model_dir_arg=args.model_dir, imported=imported)
     if args.fail_with:

@@ -15,9 +15,12 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--model_dir", default=None)
+    parser.add_argument("--fail_on_worker", type=int, default=-1)
     args, _ = parser.parse_known_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     criteo_input.record_what_i_saw(f"worker{task['index']}", tf_config=json.loads(os.environ["TF_CONFIG"]))
+    if task["index"] == args.fail_on_worker:
+        raise RuntimeError(f"worker {task['index']} cannot go on")
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = criteo_input.small_model()

@@ -220,3 +220,36 @@ def test_failure_first_line(tmp_path, output, rank, first_line):
     failure = (tmp_path / "failure").read_text()
     assert reason == first_line and failure.splitlines()[0] == first_line
     assert "its last lines of output:" in failure
+
+
+@pytest.mark.parametrize("the_job, leader, watch_peers", [
+    (script_job(), None, False),  # one host: nobody to watch
+    (script_job(hosts=2), None, True),  # a script on every host: each watches the others
+    (script_job(hosts=2, sdk=MWMS), None, True),
+    (script_job(hosts=2, sdk=PS), "algo-1", False),  # the others follow the master's host
+    (script_job(hosts=2, sdk=MPI_2), "algo-1", False),  # the others follow the MPI master
+    (job(hosts=2, sdk=MWMS), None, False),  # the built-in model: its workers end together
+])
+def test_who_follows_whom(the_job, leader, watch_peers):
+    plan = make_plan(the_job)
+    assert (plan.leader, plan.watch_peers) == (leader, watch_peers)
+
+
+def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
+    from trainer import script_process
+    from trainer.contract.job import read_job
+    from trainer.localjob import LocalJob
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(SCRIPT_WITH_GUARD)
+    data = tmp_path / "data.tfrecords"
+    data.write_bytes(b"")
+    local = LocalJob({"training": [str(data)]}, {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(code),
+                                                 "peer_wait_sec": "60", "stop_grace_sec": "30", "batch_size": "64",
+                                                 "warmup_steps": "10"})
+    the_job = read_job(local.lay_out(str(tmp_path / "job"))["algo-1"])
+    assert the_job.hyperparameters.stop_grace_sec == 30.0  # the container's
+    assert script_process.command(the_job)[2:] == ["--batch_size", "64", "--warmup_steps", "10"]
+    env = script_process.environment(the_job, make_plan(the_job), make_plan(the_job).processes[0])
+    assert json.loads(env["SM_HPS"]) == {"batch_size": 64, "warmup_steps": 10}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from trainer.errors import JobError
+from trainer.report import STOP_GRACE_SEC
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,14 @@ def _fmt(number: float) -> str:
 DISTRIBUTIONS = ("auto", "single", "tower", "mirrored", "horovod", "parameter_server",
                  "multi_worker_mirrored")
 
+# The container's own settings: a user's training script is not given them as arguments
+# (argparse rejects names it does not know); every other hyperparameter goes to it.
+CONTAINER_ONLY = frozenset({
+    "entry_point_kind", "distribution", "processes_per_host", "mpi_options", "stop_grace_sec", "peer_wait_sec",
+    "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
+    "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
+})
+
 SPECS: tuple[Spec, ...] = (
     # DeepFM (names as in the DeepFM distributed-training sample, so its users can switch)
     Spec("field_size", "int", 39, "Fields per example (length of `ids` and `values`).",
@@ -283,6 +292,10 @@ SPECS: tuple[Spec, ...] = (
          group="distribution", minimum=0.0, allow_auto=True),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
+    Spec("stop_grace_sec", "float", STOP_GRACE_SEC, "After a SIGTERM (a stop, a spot interruption): how long "
+         "training may take to reach a step boundary and save, and a user's script to end, before it is "
+         "killed; keep it under the two minutes SageMaker leaves after a spot notice.",
+         group="distribution", minimum=1.0),
     Spec("peer_wait_sec", "float", 300.0, "Multi-host jobs: how long each host waits for the "
          "others to resolve and answer (their train, parameter-server tasks, sshd) before the job fails "
          "naming the ones missing; logged every 10 s while it lasts.", group="distribution", minimum=1.0),

@@ -328,7 +328,8 @@ def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
 def _train(job: Job, plan, process, runtime, cpu_settings, watchdog) -> dict:
     hp = job.hyperparameters
     runtime.start()  # before TensorFlow runs anything: devices and collectives
-    stop = runtime.stop_request = StopRequest(process.name, job.output_dir).install()  # holds a tf.Variable
+    stop = runtime.stop_request = StopRequest(process.name, job.output_dir,
+                                                       job.hyperparameters.stop_grace_sec).install()  # holds a tf.Variable
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     inputs = Inputs.for_process(job, plan, process, hooks, runtime.batch_size)
     # Parameter-server workers build their input where they run, from their own plan entry.
