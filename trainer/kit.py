@@ -27,7 +27,6 @@ import os
 import time
 
 from trainer.contract.job import base_dir_from_env, read_job
-from trainer.report import METRIC_DEFINITIONS  # noqa: F401  (what the logged lines match)
 
 log = logging.getLogger("trainer.kit")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 
@@ -106,10 +105,7 @@ def run_parameter_server(job, plan, status) -> dict | None:
     stop their tasks, so no process outlives the job. A task that dies fails the host at once.
     """
     roles = [p.role for p in plan.on_host(job.current_host) if p.role in ("ps", "worker")]
-    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
-    tasks = [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env,
-                              preexec_fn=supervise.die_with_parent)
-             for role in roles]
+    tasks = supervise.start_tasks(job, roles)
     names = [f"{role} task on {job.current_host}" for role in roles]
     ending = threading.Event()  # set when this host's tasks are being stopped on purpose
     try:
@@ -121,7 +117,7 @@ def run_parameter_server(job, plan, status) -> dict | None:
         def tasks_alive():
             for task, name in zip(tasks, names):
                 if task.poll() is not None:
-                    raise JobError(f"{name} {how_it_ended(task)}")
+                    raise JobError(f"{name} {supervise.how_it_ended(task.returncode)}")
 
         # The tasks serve on after a SIGTERM: the coordinator saves its checkpoint through them.
         supervise.follow_leader(job, plan, f"the coordinator on {plan.leader}", alive=tasks_alive,
@@ -130,18 +126,7 @@ def run_parameter_server(job, plan, status) -> dict | None:
         return None
     finally:
         ending.set()
-        for task in tasks:
-            task.terminate()
-        for task in tasks:
-            try:
-                task.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                task.kill()
-
-
-def how_it_ended(task) -> str:
-    code = task.returncode
-    return f"was killed by signal {-code} ({supervise.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+        supervise.end_tasks(tasks)
 
 
 def end_if_a_task_dies(job, plan, status, tasks, names, ending, poll_sec: float = 1.0) -> None:
@@ -151,7 +136,7 @@ def end_if_a_task_dies(job, plan, status, tasks, names, ending, poll_sec: float 
     while not ending.wait(poll_sec):
         for task, name in zip(tasks, names):
             if task.poll() is not None and not ending.is_set():
-                reason = supervise.blame_first(job.output_dir, name, how_it_ended(task))
+                reason = supervise.blame_first(job.output_dir, name, supervise.how_it_ended(task.returncode))
                 sys.stdout.flush()
                 status.finish(peers.FAILED, reason, followers=tuple(h for h in plan.hosts if h != job.current_host),
                               wait_sec=5.0)

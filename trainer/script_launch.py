@@ -106,12 +106,6 @@ def mpirun_failure_writer(job, plan):
     return explain
 
 
-def how_it_ended(code: int) -> str:
-    if code < 0:
-        return f"was killed by signal {-code} ({supervise.signal_name(-code)})"
-    return f"exited with code {code}"
-
-
 def exit_code_of(code: int) -> int:
     return 128 - code if code < 0 else code  # a signal's number, as a shell reports it
 
@@ -123,7 +117,8 @@ def run(job, plan, status) -> None:
     toolkit_env = script_process.toolkit_environment(job)
     env = {**os.environ, **script_process.environment(job, plan, process, toolkit_env)}
     argv = script_process.command(job, toolkit_env=toolkit_env)
-    ps_task = _start_ps_task(job) if any(p.role == "ps" for p in mine) else None
+    # This host's parameter server, as AWS's container starts one beside the script.
+    ps_task = supervise.start_tasks(job, ["ps"])[0] if any(p.role == "ps" for p in mine) else None
     log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
     script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec)
     watch = PeerWatch(job, plan, script) if plan.watch_peers else None
@@ -140,8 +135,7 @@ def run(job, plan, status) -> None:
     finally:
         script.end()
         if ps_task is not None:
-            ps_task.terminate()
-            ps_task.wait()
+            supervise.end_tasks([ps_task])
     if process.role == "chief":
         warn_if_no_model(job.model_dir)
 
@@ -184,21 +178,14 @@ class _Unwatched(Exception):
     """This host's script has ended: its watch of the others is over."""
 
 
-def _start_ps_task(job) -> subprocess.Popen:
-    """This host's parameter server, as AWS's container starts one beside the script."""
-    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
-    return subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", "ps"], env=env,
-                            preexec_fn=supervise.die_with_parent)
-
-
 def _end_with(job, process, script, code: int) -> None:
     if code == 0:
         return
     if script.stop_requested:
-        reason = f"stopped by SIGTERM: script {job.entry_point.program} ({process.name}) {how_it_ended(code)}"
+        reason = f"stopped by SIGTERM: script {job.entry_point.program} ({process.name}) {supervise.how_it_ended(code)}"
         write_failure(job.output_dir, reason)
         raise AlreadyReported(EXIT_STOPPED if code < 0 else code)
-    report_script_failure(job, process.name, how_it_ended(code), script.output_tail)
+    report_script_failure(job, process.name, supervise.how_it_ended(code), script.output_tail)
     raise AlreadyReported(exit_code_of(code))
 
 
@@ -214,10 +201,10 @@ def _serve_until_leader_ends(job, plan, script, ps_task) -> None:
         if ended.is_set() and script.process.returncode != 0:
             _end_with(job, process, script, script.process.returncode)
         if ps_task.poll() is not None:
-            raise JobError(f"ps task on {job.current_host} {how_it_ended(ps_task.returncode)}")
+            raise JobError(f"ps task on {job.current_host} {supervise.how_it_ended(ps_task.returncode)}")
 
     supervise.follow_leader(job, plan, f"the master on {plan.leader}", alive=alive,
-                            on_stop=lambda: supervise.send_sigterm([script.process.pid]))
+                            on_stop=script.terminate)
     log.info("the master on %s has ended: stopping this host's script and PS task", plan.leader)
 
 

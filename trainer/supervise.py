@@ -46,7 +46,7 @@ def first_failed_rank(mpirun_output: str) -> tuple[int, str] | None:
     signaled = MPIRUN_SIGNALED.search(mpirun_output)
     if signaled:
         number = int(signaled.group(2))
-        return int(signaled.group(1)), f"was killed by signal {number} ({signal_name(number)})"
+        return int(signaled.group(1)), how_it_ended(-number)
     aborted = MPIRUN_ABORTED.search(mpirun_output)
     if aborted:  # mpi4py's end of a rank with an uncaught exception
         return int(aborted.group(1)), f"exited with code {aborted.group(2)} (an uncaught exception)"
@@ -54,6 +54,32 @@ def first_failed_rank(mpirun_output: str) -> tuple[int, str] | None:
     if exited:
         return int(exited.group(1)), f"exited with code {exited.group(2)}"
     return None
+
+
+def how_it_ended(exit_code: int) -> str:
+    """A child's end in words, from its Popen return code (negative: the signal)."""
+    if exit_code < 0:
+        return f"was killed by signal {-exit_code} ({signal_name(-exit_code)})"
+    return f"exited with code {exit_code}"
+
+
+def start_tasks(job, roles) -> list:
+    """This host's parameter-server cluster tasks (`ps`, `worker`: trainer.worker --serve)."""
+    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
+    return [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env,
+                             preexec_fn=die_with_parent) for role in roles]
+
+
+def end_tasks(tasks: list, grace_sec: float = 10.0) -> None:
+    """Stop helper processes (parameter-server tasks) at the end: SIGTERM, SIGKILL after `grace_sec`."""
+    for task in tasks:
+        task.terminate()
+    for task in tasks:
+        try:
+            task.wait(timeout=grace_sec)
+        except subprocess.TimeoutExpired:
+            task.kill()
+            task.wait()
 
 
 def die_with_parent() -> None:
@@ -187,6 +213,10 @@ class Supervised:
             send_sigterm(children_of(self.process.pid, except_named=("ssh",)))
         else:
             self._signal(signal.SIGTERM)
+
+    def terminate(self) -> None:
+        """SIGTERM to the child (and its group), without waiting."""
+        self._signal(signal.SIGTERM)
 
     def end(self, grace_sec: float = 10.0) -> None:
         """Stop the child (and its group) if it still runs: SIGTERM, then SIGKILL after `grace_sec`."""
