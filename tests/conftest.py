@@ -142,7 +142,7 @@ def network_ready(image):
 
 
 # The fault tests' table: what the user sees and how long the job took to end, per fault
-# (written to out/faults.md at the end of the session; the README's fault table).
+# (written to out/faults.md at the end of the session; the table of docs/faults.md).
 FAULTS_REPORT = os.path.join(PROJECT_ROOT, "out", "faults.md")
 _fault_rows: list[tuple[str, str, float]] = []
 

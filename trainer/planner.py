@@ -62,7 +62,7 @@ class Process:
 
     @property
     def writes_outputs(self) -> bool:
-        """Only the chief writes checkpoints and the model (P8)."""
+        """Only the chief writes checkpoints and the model (see P8 in docs/pitfalls.md)."""
         return self.role == "chief"
 
     @property
@@ -157,14 +157,14 @@ def choose_mode(job: Job) -> tuple[str, str]:
         return SINGLE, ("a training script with no distribution: one process" +
                         (" on every host, each on its own, as in AWS's container" if hosts > 1 else ""))
     if hosts == 1 and gpus > 1:
-        return HOROVOD, f"1 host with {gpus} GPUs: one Horovod process per GPU (P9)"
+        return HOROVOD, f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"
     if hosts == 1:
         return SINGLE, (f"1 host with {gpus} GPU(s) and {job.num_cpus} vCPUs: one process with the "
-                        "threads tuned to the host (P10)")
+                        "threads tuned to the host (see P10 in docs/pitfalls.md)")
     if gpus:
         return HOROVOD, f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
     return PARAMETER_SERVER, (f"{hosts} CPU hosts: parameter servers, one per host, with the embedding "
-                              "partitioned over them (P13; faster than multi-worker mirrored on CPU, P12)")
+                              "partitioned over them (see P13 in docs/pitfalls.md; faster than multi-worker mirrored on CPU, P12)")
 
 
 def _processes_per_host(job: Job, mode: str) -> int:
@@ -178,7 +178,7 @@ def _processes_per_host(job: Job, mode: str) -> int:
         or max(1, job.num_gpus)
     if job.num_gpus and count > job.num_gpus:
         raise JobError(f"{count} Horovod processes per host for {job.num_gpus} GPUs: one GPU per "
-                       "process (P9); lower processes_per_host")
+                       "process (see P9 in docs/pitfalls.md); lower processes_per_host")
     return count
 
 
@@ -202,7 +202,7 @@ def _sharding(job: Job, channels: list, per_host: int):
         raise JobError(
             f"Pipe mode: {len(channels)} training channel(s) ({', '.join(c.name for c in channels)}) for "
             f"{per_host} training processes per host; each process needs its own channel, since a FIFO "
-            f"has one reader (P1). Pass {per_host} channels named like "
+            f"has one reader (see P1 in docs/pitfalls.md). Pass {per_host} channels named like "
             f"{channels[0].name}-1 .. {channels[0].name}-{per_host}, or use fewer processes per host")
     hosts = len(job.hosts)
 
@@ -251,7 +251,7 @@ def _eval_shard(job: Job, mode: str, host_index: int, local_rank: int, per_host:
 
 
 def translate_master(tf_config: dict) -> dict:
-    """SageMaker's TF_CONFIG says `master`; TF 2's strategies want `chief` (P15)."""
+    """SageMaker's TF_CONFIG says `master`; TF 2's strategies want `chief` (see P15 in docs/pitfalls.md)."""
     cluster = {("chief" if job == "master" else job): addresses
                for job, addresses in tf_config["cluster"].items()}
     result = {**tf_config, "cluster": cluster}
@@ -270,7 +270,7 @@ def sagemaker_ps_cluster(hosts) -> dict:
 
 def ps_cluster(hosts) -> dict:
     """TF 2 PS cluster: SageMaker's layout with master -> chief (the coordinator), and a
-    worker on every host, so each host has one PS and one worker (P13)."""
+    worker on every host, so each host has one PS and one worker (see P13 in docs/pitfalls.md)."""
     cluster = translate_master({"cluster": sagemaker_ps_cluster(hosts)})["cluster"]
     cluster["worker"] = [f"{h}:{PS_WORKER_PORT}" for h in hosts]
     return cluster

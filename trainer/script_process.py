@@ -8,7 +8,7 @@ for parameter servers and multi-worker mirrored, the working directory the code'
 and under MPI the script run through `python -m mpi4py` (an uncaught exception in one
 rank aborts them all instead of hanging them).
 
-Added here (docs in the README, "Training scripts"):
+Added here (documented in docs/sagemaker.md, "Your own training script"):
     OMP_NUM_THREADS, KMP_*, TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS
         the CPU settings for this process's share of the host
     TRAINER_RANK, TRAINER_LOCAL_RANK, TRAINER_WORLD_SIZE, TRAINER_PROCESSES_PER_HOST

@@ -157,7 +157,7 @@ def test_an_empty_shard_for_one_rank(aws_split, tmp_path, record_fault):
     run, seconds = timed_run(tmp_path, {"training": str(one_record)},
                              {"distribution": "horovod", "processes_per_host": 2})
     failed_as(run, seconds, r"rank \d on algo-1: channel 'training': no training step ran in epoch 1: a process's "
-                            r"shard of the training data is empty \(P5\)",
+                            r"shard of the training data is empty \(see P5 in docs/pitfalls.md\)",
               record_fault, "an empty shard for one Horovod rank (P5)")
 
 

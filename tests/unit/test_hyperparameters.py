@@ -118,10 +118,10 @@ def test_every_spec_default_parses_as_itself():
             assert spec.parse(spec.default) == spec.default, spec.name
 
 
-def test_readme_lists_every_hyperparameter():
+def test_the_docs_list_every_hyperparameter():
     import os
 
     from trainer.contract.hyperparameters import markdown_table
 
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    assert markdown_table() in readme, "README's table is stale: paste markdown_table()'s output"
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "hyperparameters.md")).read()
+    assert markdown_table() in page, "docs/hyperparameters.md's table is stale: paste markdown_table()'s output"

@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -408,7 +409,8 @@ def _check_consistency(values: dict[str, Any]) -> None:
 
 
 def markdown_table() -> str:
-    """The hyperparameter table of the README (a test keeps the two the same)."""
+    """The hyperparameter table of docs/hyperparameters.md (a test keeps the two the same);
+    pitfall numbers link to docs/pitfalls.md."""
     lines = ["| name | type | default | accepted | what it does |", "|---|---|---|---|---|"]
     for spec in SPECS:
         default = spec.default
@@ -418,5 +420,6 @@ def markdown_table() -> str:
             default = "auto"
         elif isinstance(default, bool):
             default = str(default).lower()
-        lines.append(f"| `{spec.name}` | {spec.kind} | `{default}` | {spec.accepted()} | {spec.help} |")
+        described = re.sub(r"\bP(\d+)\b", r"[P\1](pitfalls.md#p\1)", spec.help)
+        lines.append(f"| `{spec.name}` | {spec.kind} | `{default}` | {spec.accepted()} | {described} |")
     return "\n".join(lines)

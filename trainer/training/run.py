@@ -238,7 +238,7 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
         if not history:
             raise JobError(f"channel '{channel_name}' holds no records to train on")
         raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
-                       "a process's shard of the training data is empty (P5); "
+                       "a process's shard of the training data is empty (see P5 in docs/pitfalls.md); "
                        "give every process data, or use fewer processes")
     return float(history[-1]) if history else float(model.get_metrics_result()["loss"])
 

@@ -1,0 +1,52 @@
+"""The documentation holds together: every pitfall number that code, messages or docs cite
+is defined in docs/pitfalls.md, every relative link of the README and docs/ leads to a
+file (and to a heading where it names one), and the README stays a front door."""
+import os
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+CITED = re.compile(r"\bP(\d+)\b")
+LINK = re.compile(r"\]\(([^)#\s]+\.md|[^)#\s]*)(#[^)\s]+)?\)")
+
+
+def defined_pitfalls() -> set[str]:
+    return set(re.findall(r"(?m)^### P(\d+)$", (ROOT / "docs" / "pitfalls.md").read_text()))
+
+
+def anchors(path: pathlib.Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    return {"#" + re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+            for title in re.findall(r"(?m)^#+ (.+)$", path.read_text())}
+
+
+def test_every_cited_pitfall_is_defined():
+    defined = defined_pitfalls()
+    cited = {}
+    for path in list((ROOT / "trainer").rglob("*.py")) + DOCS:
+        for number in CITED.findall(path.read_text()):
+            cited.setdefault(number, path.relative_to(ROOT))
+    undefined = {f"P{n}": str(where) for n, where in cited.items() if n not in defined}
+    assert not undefined, f"cited but not defined in docs/pitfalls.md: {undefined}"
+
+
+def test_links_lead_somewhere():
+    broken = []
+    for page in DOCS:
+        for target, anchor in LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path = (page.parent / target).resolve() if target else page
+            if not path.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                broken.append(f"{page.name}: {target}{anchor}")
+    assert not broken, broken
+
+
+def test_the_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 10_000, "the README grows: move the detail into docs/"
+    assert readme.split("```bash\n", 1)[1].startswith("./build.sh demo") and "./build.sh test" in readme.split("\n")[4]
+    assert os.path.exists(ROOT / "docs" / "hyperparameters.md")
