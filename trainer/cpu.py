@@ -5,7 +5,7 @@ KMP_BLOCKTIME and KMP_SETTINGS once, when TensorFlow loads: `apply_environment` 
 before TensorFlow is imported, `apply_tensorflow_threads` right after.
 
 Precedence for each setting: hyperparameter > the process environment (e.g. the image's
-ENV) > a default derived from the job's CPUs.
+defaults, container/environment) > a default derived from the job's CPUs.
 """
 from __future__ import annotations
 

@@ -50,6 +50,8 @@ def test_file_mode_job(image, aws_split, tmp_path):
     assert os.path.exists(os.path.join(folder, "output", "success"))
     assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
     assert metrics_of(folder)["eval_auc"] > 0.65
+    # The image's environment defaults (container/environment) reached `train` and its CPU settings.
+    assert "KMP_AFFINITY=granularity=fine,compact,1,0(environment) KMP_BLOCKTIME=1(environment)" in done.stdout
 
 
 def test_the_toolkit_s_train_stays_reachable(image, aws_split, tmp_path):
