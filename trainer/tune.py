@@ -1,7 +1,7 @@
 """Thread tuning (P17): measure CPU settings on the job's own model and data, keep the best.
 
 OpenMP reads OMP_NUM_THREADS and the KMP_* variables once, when TensorFlow loads, so each
-candidate is measured in a fresh process (`python -m trainer.tune probe`): a short
+candidate is measured in a fresh process (`python -m trainer tune probe`): a short
 training of the job's model on the job's File-mode training data, the first steps left
 out. The search changes one setting at a time from the job's own settings, keeping a
 change only when it is faster, within a time budget; the winner is then measured again
@@ -85,7 +85,7 @@ def confirm(measure, start: dict, best: dict, rounds: int = 2) -> tuple[dict, fl
 def probe_command(settings: dict, batch_size: int | None = None, steps: int = PROBE_STEPS) -> tuple[list, dict]:
     env = {"OMP_NUM_THREADS": str(settings["omp_num_threads"]), "KMP_AFFINITY": settings["kmp_affinity"],
            "KMP_BLOCKTIME": str(settings["kmp_blocktime"]), "KMP_SETTINGS": "0"}
-    command = [sys.executable, "-m", "trainer.tune", "probe", "--intra", str(settings["intra_op_threads"]),
+    command = [sys.executable, "-m", "trainer", "tune", "probe", "--intra", str(settings["intra_op_threads"]),
                "--inter", str(settings["inter_op_threads"]), "--steps", str(steps)]
     if batch_size:
         command += ["--batch-size", str(batch_size)]
@@ -189,7 +189,7 @@ def main(args: argparse.Namespace) -> int:
 
     from trainer import localjob
     from trainer.contract.job import read_job
-    from trainer.entry import setup_logging
+    from trainer.logs import setup_logging
 
     setup_logging()
     with tempfile.TemporaryDirectory(prefix="trainer-tune-") as folder:
@@ -220,8 +220,3 @@ def main(args: argparse.Namespace) -> int:
     print("as hyperparameters: " + " ".join(f"{k}={v}" for k, v in kept.items()))
     return 0
 
-
-if __name__ == "__main__":
-    from trainer import cli
-
-    sys.exit(cli.main(["tune", *sys.argv[1:]]))

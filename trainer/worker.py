@@ -54,7 +54,7 @@ def serve_task(job, plan, role: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainer.entry import setup_logging
+    from trainer.logs import setup_logging
 
     argv = sys.argv[1:] if argv is None else argv
     setup_logging()

@@ -54,5 +54,5 @@ def test_confirm_keeps_the_winner_only_by_a_margin(start_rate, best_rate, kept):
 def test_probe_command_sets_openmp_in_the_environment():
     command, env = tune.probe_command({**START, "kmp_affinity": "disabled"}, batch_size=512, steps=50)
     assert env == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "disabled", "KMP_BLOCKTIME": "1", "KMP_SETTINGS": "0"}
-    assert command[1:] == ["-m", "trainer.tune", "probe", "--intra", "2", "--inter", "2", "--steps", "50",
+    assert command[1:] == ["-m", "trainer", "tune", "probe", "--intra", "2", "--inter", "2", "--steps", "50",
                            "--batch-size", "512"]

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from trainer.bench import report
     from trainer.bench.common import apply_job_cpu_settings
-    from trainer.entry import setup_logging
+    from trainer.logs import setup_logging
 
     setup_logging()
     apply_job_cpu_settings()

@@ -1,0 +1,63 @@
+"""The package's import graph, read from the source (every import, function-local ones
+too): no cycle, and nothing imports the command line or the `train` entry."""
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "trainer"
+FRONT_DOORS = {"trainer.cli", "trainer.entry", "trainer.__main__"}
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The package's modules that `path` imports (`from trainer import x` counts as trainer.x)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {name for name in names if name in modules}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {name: imports_of(path, modules) - {name, "trainer"} for name, path in paths.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_nothing_imports_the_front_doors():
+    importers = {name: sorted(targets & FRONT_DOORS) for name, targets in graph().items()
+                 if targets & FRONT_DOORS and name not in FRONT_DOORS}
+    assert importers == {}
