@@ -4,7 +4,6 @@ No decisions here: the plan says what to start (trainer.planner).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -13,7 +12,7 @@ import threading
 from trainer import peers, script_launch, supervise, worker
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.planner import is_script, make_plan
-from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported
+from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported, read_metrics
 
 log = logging.getLogger("trainer")
 
@@ -60,14 +59,14 @@ def launch_host(job, plan, status) -> dict | None:
         return None
     if kind == "mpirun":
         supervise.run_mpirun(job, plan, plan.launch.command, cwd=cwd, explain=explain)
-        return read_metrics(job)
+        return read_metrics(job.output_data_dir)
     if kind == "parameter_server":
         return run_parameter_server(job, plan, status)
     if kind == "sagemaker_mpi":
         from trainer import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
 
         toolkit_mpi.run(job, plan, explain)
-        return read_metrics(job)
+        return read_metrics(job.output_data_dir)
     raise ValueError(f"unknown launch kind {kind!r}")
 
 
@@ -87,15 +86,6 @@ def first_failure_line(output_dir: str) -> str:
             return f.readline().strip()
     except OSError:
         return ""
-
-
-def read_metrics(job) -> dict | None:
-    """The metrics the chief wrote."""
-    path = os.path.join(job.output_data_dir, "metrics.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def run_parameter_server(job, plan, status) -> dict | None:

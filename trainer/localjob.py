@@ -21,8 +21,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from trainer.contract.job import BASE_DIR_ENV
 from trainer.data.pipeline import list_data_files
 from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
+from trainer.report import read_metrics
 
 DEFAULT_HOST = "algo-1"
 WRITE_SIZE = 1 << 20
@@ -206,10 +208,8 @@ def summary(job_dir: str, exit_code: int) -> str:
         with open(failure) as f:
             lines.append(f"FAILED (exit {exit_code}): {f.readline().strip()}")
         return "\n".join(lines)
-    metrics_path = os.path.join(job_dir, "output", "data", "metrics.json")
-    if os.path.exists(metrics_path):
-        with open(metrics_path) as f:
-            metrics = json.load(f)
+    metrics = read_metrics(os.path.join(job_dir, "output", "data"))
+    if metrics is not None:
         for key in ("eval_auc", "eval_logloss", "train_samples_per_sec", "epochs", "steps"):
             lines.append(f"{key}: {metrics.get(key)}")
         lines.append(f"model: {metrics.get('export_dir')}")
@@ -247,7 +247,7 @@ def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
 
     with HostNamespaces(job.host_names) as namespaces:
         processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
-                                            env={**os.environ, "SAGEMAKER_BASE_DIR": folder},
+                                            env={**os.environ, BASE_DIR_ENV: folder},
                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                      for host, folder in folders.items()}
         printers = [threading.Thread(target=_prefixed, args=(p.stdout, host), daemon=True)
@@ -275,7 +275,7 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
         feeder.start()
     try:
         if job.hosts == 1:
-            train = subprocess.Popen(_train_command(), env={**os.environ, "SAGEMAKER_BASE_DIR": job_dir})
+            train = subprocess.Popen(_train_command(), env={**os.environ, BASE_DIR_ENV: job_dir})
             with _stop_forwarded_to([train]):
                 exit_code = train.wait()
         else:

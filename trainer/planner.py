@@ -12,6 +12,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 
 from trainer.contract.channels import eval_channel_name, training_channels
+from trainer.contract.hyperparameters import parse_bool
 from trainer.contract.job import Job
 from trainer.errors import JobError
 from trainer.peers import STATUS_PORT, PeerWait
@@ -123,7 +124,11 @@ class Plan:
 
 
 def _enabled(value) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes")
+    """An SDK key's value, read as boolean hyperparameters are; anything else is off."""
+    try:
+        return parse_bool(value)
+    except ValueError:
+        return False
 
 
 def is_script(job: Job) -> bool:

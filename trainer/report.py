@@ -65,9 +65,22 @@ def clear_status(output_dir: str) -> None:
             pass
 
 
+def metrics_path(output_data_dir: str) -> str:
+    """Where the chief writes the job's metrics (output/data/metrics.json)."""
+    return os.path.join(output_data_dir, "metrics.json")
+
+
+def read_metrics(output_data_dir: str) -> dict | None:
+    path = metrics_path(output_data_dir)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def write_metrics(output_data_dir: str, metrics: dict) -> str:
     os.makedirs(output_data_dir, exist_ok=True)
-    path = os.path.join(output_data_dir, "metrics.json")
+    path = metrics_path(output_data_dir)
     with open(path, "w") as f:
         json.dump(metrics, f, indent=2, sort_keys=True)
     return path

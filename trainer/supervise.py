@@ -21,6 +21,8 @@ import threading
 import time
 
 from trainer import peers
+from trainer.contract.job import BASE_DIR_ENV
+from trainer.planner import WORKER_COMMAND
 from trainer.errors import JobError, Stopped
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
@@ -63,10 +65,16 @@ def how_it_ended(exit_code: int) -> str:
     return f"exited with code {exit_code}"
 
 
+def with_this_python(command) -> list[str]:
+    """A plan's command with "python" as this process's interpreter."""
+    return [sys.executable if part == "python" else part for part in command]
+
+
 def start_tasks(job, roles) -> list:
-    """This host's parameter-server cluster tasks (`ps`, `worker`: trainer.worker --serve)."""
-    env = {**os.environ, "SAGEMAKER_BASE_DIR": job.base_dir}
-    return [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--serve", role], env=env,
+    """This host's parameter-server cluster tasks (`ps`, `worker`: the plan's worker command
+    with --serve)."""
+    env = {**os.environ, BASE_DIR_ENV: job.base_dir}
+    return [subprocess.Popen(with_this_python(WORKER_COMMAND) + ["--serve", role], env=env,
                              preexec_fn=die_with_parent) for role in roles]
 
 
@@ -270,9 +278,9 @@ def run_mpirun(job, plan, command, cwd: str | None = None, explain=None) -> None
     `explain(rank, how, output)`: for ranks that write no failure file of their own (a
     user's script), writes it from the failed rank (None: unknown), how it ended and
     mpirun's last output."""
-    command = [sys.executable if part == "python" else part for part in command]
+    command = with_this_python(command)
     log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
-    env = {**os.environ, **plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}
+    env = {**os.environ, **plan.launch.env, BASE_DIR_ENV: job.base_dir}
     # Ranks of a user's script get a bounded grace after a SIGTERM (ours bound it themselves).
     grace = job.hyperparameters.stop_grace_sec + FOLLOW_MARGIN_SEC if explain is not None else None
     mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd, stop_grace_sec=grace)

@@ -19,6 +19,7 @@ import os
 from sagemaker_training import environment, mpi
 
 from trainer import peers, script_process, supervise, worker
+from trainer.contract.job import BASE_DIR_ENV
 from trainer.planner import is_script, mpi_options
 
 log = logging.getLogger("trainer")
@@ -56,7 +57,7 @@ def run(job, plan, explain=None) -> None:
     rank_program = script_process if is_script(job) else worker
     runner = BoundedMasterRunner(
         os.path.abspath(rank_program.__file__), [],
-        {**plan.launch.env, "SAGEMAKER_BASE_DIR": job.base_dir}, plan.processes_per_host, master,
+        {**plan.launch.env, BASE_DIR_ENV: job.base_dir}, plan.processes_per_host, master,
         list(plan.hosts), mpi_options(job), job.network_interface, instance_type=job.instance_type,
         timeout_in_seconds=timeout)
     runner._setup()  # sshd here, then the bounded wait for every worker's sshd

@@ -94,10 +94,11 @@ def probe_command(settings: dict, batch_size: int | None = None, steps: int = PR
 
 def measure_in_subprocess(base_dir: str, batch_size: int | None = None):
     from trainer.bench.common import json_result
+    from trainer.contract.job import BASE_DIR_ENV
 
     def measure(settings: dict) -> float:
         command, env = probe_command(settings, batch_size)
-        return json_result(command, {**os.environ, **env, "SAGEMAKER_BASE_DIR": base_dir}, PROBE_TIMEOUT_SEC,
+        return json_result(command, {**os.environ, **env, BASE_DIR_ENV: base_dir}, PROBE_TIMEOUT_SEC,
                            "tuning probe")["samples_per_sec"]
     return measure
 

@@ -148,16 +148,11 @@ def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
 
 def local_job_metrics(job, folder: str) -> tuple[int, dict | None]:
     """Run a `trainer local` job in `folder`; (exit code, the chief's metrics.json or None)."""
-    import json
-
     from trainer import localjob
+    from trainer.report import read_metrics
 
     chief_dir, exit_code = localjob.run(job, folder)
-    path = os.path.join(chief_dir, "output", "data", "metrics.json")
-    if exit_code or not os.path.exists(path):
-        return exit_code, None
-    with open(path) as f:
-        return exit_code, json.load(f)
+    return exit_code, None if exit_code else read_metrics(os.path.join(chief_dir, "output", "data"))
 
 
 def interleaved(cases: dict, rounds: int) -> dict:

@@ -28,7 +28,7 @@ def _is_auto(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", AUTO))
 
 
-def _parse_bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)) and value in (0, 1):
@@ -106,7 +106,7 @@ def _parse_str(value: Any) -> str:
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "bool": _parse_bool,
+    "bool": parse_bool,
     "int": _parse_int,
     "float": _parse_float,
     "str": _parse_str,
