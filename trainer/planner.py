@@ -105,8 +105,9 @@ class Plan:
     # other hosts follow its state to tell a finished leader from a lost one. None: every
     # host ends by itself (one host; multi-worker mirrored, whose workers end together).
     leader: str | None = None
-    # Every host follows every other (a user's script with no leader host: multi-worker
-    # mirrored, or one process per host): one host failing ends the others' scripts.
+    # A user's script on several hosts, but not under mpirun (which ends every rank when one
+    # fails): the hosts that run their script to its end (all of them; with parameter servers
+    # the master's) follow every other host, so one host failing ends their scripts.
     watch_peers: bool = False
 
     def process(self, rank: int) -> Process:
@@ -522,4 +523,4 @@ def make_plan(job: Job) -> Plan:
         warmup_steps=hp.warmup_steps if scale > 1 else 0,
         sharding=sharding, processes=tuple(processes), launch=_launch(job, mode, per_host),
         peer_waits=_peer_waits(job, mode), leader=_leader(job, mode),
-        watch_peers=script and hosts > 1 and _leader(job, mode) is None)
+        watch_peers=script and hosts > 1 and mode != HOROVOD)

@@ -121,9 +121,10 @@ def run(job, plan, status) -> None:
     ps_task = supervise.start_tasks(job, ["ps"])[0] if any(p.role == "ps" for p in mine) else None
     log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
     script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec)
-    watch = PeerWatch(job, plan, script) if plan.watch_peers else None
+    follows_leader = plan.mode == "parameter_server" and plan.leader != job.current_host
+    watch = PeerWatch(job, plan, script) if plan.watch_peers and not follows_leader else None
     try:
-        if plan.mode == "parameter_server" and plan.leader != job.current_host:
+        if follows_leader:
             _serve_until_leader_ends(job, plan, script, ps_task)
         else:
             code = script.wait()

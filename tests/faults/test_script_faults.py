@@ -77,3 +77,22 @@ def test_a_script_that_ignores_sigterm_is_killed_after_its_grace(aws_split, tmp_
     assert "still running 3 s after SIGTERM: killed" in run.log
     assert 3 <= seconds < END_WITHIN_SEC
     record_fault("a training script that ignores SIGTERM (stop_grace_sec=3)", line, seconds)
+
+
+def test_a_lost_worker_host_ends_the_master_s_script(aws_split, tmp_path, record_fault):
+    """Parameter servers: the second host's script (a worker task) is killed. TensorFlow's
+    coordinator in the master's script would wait for that worker to come back; the
+    container ends the master's script and names the worker's host and what happened."""
+    job = WatchedJob(tmp_path / "job", aws_split, script(
+        "ps_train.py", epochs=1000, steps_per_epoch=20, sagemaker_parameter_server_enabled="true"), hosts=2)
+    job.wait_for(r"Epoch 2/1000")
+    worker = pids_of("ps_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-2")})
+    assert len(worker) == 1, worker
+    run, seconds = kill_and_time(job, worker[0])
+    line = first_line(run)  # the first host's
+    assert run.exit_code == 1, run.log[-3000:]
+    assert line == ("algo-1: algo-2 failed: script ps_train.py (rank 1 on algo-2) was killed by signal 9 "
+                    "(SIGKILL)"), line
+    assert seconds < END_WITHIN_SEC
+    record_fault("parameter-server training script: the worker host's script killed (SIGKILL), the master's "
+                 "failure file", line, seconds)

@@ -226,7 +226,7 @@ def test_failure_first_line(tmp_path, output, rank, first_line):
     (script_job(), None, False),  # one host: nobody to watch
     (script_job(hosts=2), None, True),  # a script on every host: each watches the others
     (script_job(hosts=2, sdk=MWMS), None, True),
-    (script_job(hosts=2, sdk=PS), "algo-1", False),  # the others follow the master's host
+    (script_job(hosts=2, sdk=PS), "algo-1", True),  # the others follow the master's host, which watches them
     (script_job(hosts=2, sdk=MPI_2), "algo-1", False),  # the others follow the MPI master
     (job(hosts=2, sdk=MWMS), None, False),  # the built-in model: its workers end together
 ])
