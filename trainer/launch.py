@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from trainer import peers, script_launch, supervise, worker
+from trainer import peers, script_launch, script_process, supervise, worker
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.planner import is_script, make_plan
 from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported, read_metrics
@@ -49,13 +49,14 @@ def launch_host(job, plan, status) -> dict | None:
     kind = plan.launch.kind
     explain, cwd = None, None
     if is_script(job):
-        script_launch.prepare(job)
+        toolkit_env = script_process.toolkit_environment(job)
+        script_launch.prepare(job, toolkit_env)
         # A script writes no failure file of its own: its rank's output says why it failed.
         explain, cwd = script_launch.mpirun_failure_writer(job, plan), job.entry_point.code_dir
     if kind == "in_process":
         return worker.run_process(job, plan, plan.on_host(job.current_host)[0])
     if kind == "script":
-        script_launch.run(job, plan, status)
+        script_launch.run(job, plan, toolkit_env)
         return None
     if kind == "mpirun":
         supervise.run_mpirun(job, plan, plan.launch.command, cwd=cwd, explain=explain)

@@ -142,7 +142,9 @@ def choose_mode(job: Job) -> tuple[str, str]:
     as AWS's container runs it)."""
     hp, framework, hosts, gpus = job.hyperparameters, job.framework_params, len(job.hosts), job.num_gpus
     for key, why in UNSUPPORTED.items():
-        if _enabled(framework.get(key, False)) or (key in hp.extra and key != SDK_SMDDP):
+        # smdistributed.dataparallel is a framework key, true or false; model parallel's
+        # `mp_parameters` is a hyperparameter the SDK sets only when it is on.
+        if (_enabled(framework.get(key, False)) if key == SDK_SMDDP else key in hp.extra):
             raise JobError(f"{key}: {why}")
     if hp.distribution != "auto":
         if is_script(job) and hp.distribution in (TOWER, MIRRORED):
@@ -267,7 +269,7 @@ def translate_master(tf_config: dict) -> dict:
 
 
 def sagemaker_ps_cluster(hosts) -> dict:
-    """The PS cluster as AWS's TensorFlow toolkit builds it."""
+    """The PS cluster as AWS's TensorFlow toolkit builds it for several hosts."""
     cluster = {"master": [f"{hosts[0]}:{MASTER_PORT}"], "ps": [f"{h}:{PS_PORT}" for h in hosts]}
     if len(hosts) > 1:
         cluster["worker"] = [f"{h}:{MASTER_PORT}" for h in hosts[1:]]
@@ -289,10 +291,8 @@ def ps_cluster(hosts) -> dict:
 # numpy < 1.24, which this image's stack is past; a unit test holds the two to the same table.
 def aws_ps_tf_config(hosts, current_host: str, ps_task: bool = False) -> dict:
     hosts = list(hosts)
-    cluster = {"master": [f"{hosts[0]}:{MASTER_PORT}"]}
-    if len(hosts) > 1:
-        cluster["ps"] = [f"{h}:{PS_PORT}" for h in hosts]
-        cluster["worker"] = [f"{h}:{MASTER_PORT}" for h in hosts[1:]]
+    # On one host AWS's toolkit names no PS tasks (and runs none).
+    cluster = sagemaker_ps_cluster(hosts) if len(hosts) > 1 else {"master": [f"{hosts[0]}:{MASTER_PORT}"]}
     if ps_task:
         task = {"index": hosts.index(current_host), "type": "ps"}
     elif current_host == hosts[0]:

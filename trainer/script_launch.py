@@ -37,7 +37,7 @@ ERROR_LINE = re.compile(r".*(?:error|not found|No such file).*", re.IGNORECASE)
 MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 
 
-def prepare(job) -> None:
+def prepare(job, toolkit_env) -> None:
     """Install what the code needs, as the toolkit does, shipped wheels first and offline."""
     from sagemaker_training import entry_point
 
@@ -54,18 +54,17 @@ def prepare(job) -> None:
     except Exception as err:  # the toolkit's InstallModuleError / InstallRequirementsError
         raise JobError(f"the code in {code_dir} cannot be installed (requirements.txt or setup.py): "
                        f"{last_error_line(str(err))}") from err
-    _start_intermediate_sync(job)
+    _start_intermediate_sync(toolkit_env)
 
 
-def _start_intermediate_sync(job) -> None:
+def _start_intermediate_sync(toolkit_env) -> None:
     """The toolkit's sync of /opt/ml/output/intermediate to S3 while the job runs (where the
     job says where its output goes: on SageMaker)."""
     from sagemaker_training import intermediate_output
 
-    env = script_process.toolkit_environment(job)
     region = os.environ.get("AWS_REGION", os.environ.get("SAGEMAKER_REGION"))  # as the toolkit's trainer
     try:
-        intermediate_output.start_sync(env.sagemaker_s3_output(), region)
+        intermediate_output.start_sync(toolkit_env.sagemaker_s3_output(), region)
     except Exception as err:  # no S3 here (local mode): training goes on without it
         log.warning("output/intermediate will not be synced: %s: %s", type(err).__name__, err)
 
@@ -110,22 +109,23 @@ def exit_code_of(code: int) -> int:
     return 128 - code if code < 0 else code  # a signal's number, as a shell reports it
 
 
-def run(job, plan, status) -> None:
+def run(job, plan, toolkit_env) -> None:
     """This host's part: its script process (and PS task), supervised."""
     mine = plan.on_host(job.current_host)
     process = next(p for p in mine if p.role != "ps")
-    toolkit_env = script_process.toolkit_environment(job)
     env = {**os.environ, **script_process.environment(job, plan, process, toolkit_env)}
     argv = script_process.command(job, toolkit_env=toolkit_env)
     # This host's parameter server, as AWS's container starts one beside the script.
     ps_task = supervise.start_tasks(job, ["ps"])[0] if any(p.role == "ps" for p in mine) else None
     log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
     script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec)
-    follows_leader = plan.mode == "parameter_server" and plan.leader != job.current_host
+    # Scripts under mpirun do not come here: a leader host other than this one is the
+    # parameter-server master's, which this host serves until it has ended.
+    follows_leader = plan.leader not in (None, job.current_host)
     watch = PeerWatch(job, plan, script) if plan.watch_peers and not follows_leader else None
     try:
         if follows_leader:
-            _serve_until_leader_ends(job, plan, script, ps_task)
+            _serve_until_leader_ends(job, plan, process, script, ps_task)
         else:
             code = script.wait()
             if watch is not None:
@@ -190,17 +190,14 @@ def _end_with(job, process, script, code: int) -> None:
     raise AlreadyReported(exit_code_of(code))
 
 
-def _serve_until_leader_ends(job, plan, script, ps_task) -> None:
+def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
     """A worker host of a parameter-server job: its script (a TF 2 worker serves until
     stopped) and PS task run until the first host's state is final; a script or PS task
     that fails first fails the host."""
-    process = next(p for p in plan.on_host(job.current_host) if p.role != "ps")
-    ended = threading.Event()
-    threading.Thread(target=lambda: (script.process.wait(), ended.set()), daemon=True).start()
-
     def alive():
-        if ended.is_set() and script.process.returncode != 0:
-            _end_with(job, process, script, script.process.returncode)
+        code = script.process.poll()
+        if code not in (None, 0):
+            _end_with(job, process, script, code)
         if ps_task.poll() is not None:
             raise JobError(f"ps task on {job.current_host} {supervise.how_it_ended(ps_task.returncode)}")
 

@@ -129,10 +129,10 @@ def children_of_named(name: str) -> list[int]:
     return [pid for pid, (parent, _) in table.items() if parent in parents]
 
 
-def send_sigterm(pids: list[int]) -> None:
+def send_signal(pids: list[int], number: int = signal.SIGTERM) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, number)
 
 
 @contextlib.contextmanager
@@ -192,9 +192,7 @@ class Supervised:
                     if self._grace_is_over():
                         log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
                         if self.stop_grandchildren:
-                            for pid in children_of(self.process.pid):
-                                with contextlib.suppress(ProcessLookupError):
-                                    os.kill(pid, signal.SIGKILL)
+                            send_signal(children_of(self.process.pid), signal.SIGKILL)
                         self._signal(signal.SIGKILL)
         self._copier.join(timeout=10)
         return code
@@ -218,7 +216,7 @@ class Supervised:
         if self.stop_grandchildren:
             # Across hosts mpirun's children also include its ssh connections to the other
             # hosts' orted: ending those would end the remote ranks before they can save.
-            send_sigterm(children_of(self.process.pid, except_named=("ssh",)))
+            send_signal(children_of(self.process.pid, except_named=("ssh",)))
         else:
             self._signal(signal.SIGTERM)
 

@@ -51,7 +51,7 @@ def run(job, plan, explain=None) -> None:
         mpi._start_sshd_daemon()
         # This host's ranks are the children of the orted the master's mpirun started here.
         supervise.follow_leader(job, plan, f"the MPI master on {master}",
-                                on_stop=lambda: supervise.send_sigterm(supervise.children_of_named("orted")))
+                                on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
         return
     # Each rank: our worker, or the rank's environment set before it becomes the user's script.
     rank_program = script_process if is_script(job) else worker
