@@ -1,6 +1,6 @@
 """Carry out the plan on this host: run the training process here, or start the ranks.
 
-No decisions here: the plan says what to start (trainer.planner).
+No decisions here: the plan says what to start (trainer.plan.planner).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 
 from trainer import peers, script_launch, script_process, supervise, worker
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.planner import is_script, make_plan
+from trainer.plan.planner import make_plan
 from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported, read_metrics
 
 log = logging.getLogger("trainer")
@@ -48,7 +48,7 @@ def run(job) -> dict | None:
 def launch_host(job, plan, status) -> dict | None:
     kind = plan.launch.kind
     explain, cwd = None, None
-    if is_script(job):
+    if job.runs_script:
         toolkit_env = script_process.toolkit_environment(job)
         script_launch.prepare(job, toolkit_env)
         # A script writes no failure file of its own: its rank's output says why it failed.

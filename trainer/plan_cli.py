@@ -20,7 +20,7 @@ import tempfile
 from trainer import localjob
 from trainer.contract.job import base_dir_from_env, read_job
 from trainer.errors import JobError
-from trainer.planner import make_plan
+from trainer.plan.planner import make_plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

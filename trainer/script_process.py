@@ -107,7 +107,7 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
 
 def main() -> None:
     """A rank under mpirun: become the script with this rank's environment."""
-    from trainer.planner import make_plan
+    from trainer.plan.planner import make_plan
     from trainer.worker import rank_from_launcher
 
     job = read_job(base_dir_from_env())

@@ -22,8 +22,8 @@ import time
 
 from trainer import peers
 from trainer.contract.job import BASE_DIR_ENV
-from trainer.planner import WORKER_COMMAND
 from trainer.errors import JobError, Stopped
+from trainer.plan.types import WORKER_COMMAND
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")

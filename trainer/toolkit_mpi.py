@@ -20,7 +20,7 @@ from sagemaker_training import environment, mpi
 
 from trainer import peers, script_process, supervise, worker
 from trainer.contract.job import BASE_DIR_ENV
-from trainer.planner import is_script, mpi_options
+from trainer.plan.mpi import mpi_options
 
 log = logging.getLogger("trainer")
 SSH_PORT = 22
@@ -54,7 +54,7 @@ def run(job, plan, explain=None) -> None:
                                 on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
         return
     # Each rank: our worker, or the rank's environment set before it becomes the user's script.
-    rank_program = script_process if is_script(job) else worker
+    rank_program = script_process if job.runs_script else worker
     runner = BoundedMasterRunner(
         os.path.abspath(rank_program.__file__), [],
         {**plan.launch.env, BASE_DIR_ENV: job.base_dir}, plan.processes_per_host, master,

@@ -150,7 +150,7 @@ def probe(args: argparse.Namespace) -> int:
     from trainer.bench.common import fit_rate
     from trainer.contract.job import base_dir_from_env, read_job
     from trainer.models.optimizers import build_optimizer_state, learning_rate_for
-    from trainer.planner import make_plan
+    from trainer.plan.planner import make_plan
     from trainer.training.run import Inputs
 
     job = read_job(base_dir_from_env())

@@ -12,7 +12,7 @@ import sys
 
 from trainer import cpu
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
-from trainer.planner import make_plan
+from trainer.plan.planner import make_plan
 from trainer.report import report_failures
 
 log = logging.getLogger("trainer")

@@ -6,7 +6,8 @@ import pytest
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.contract.job import Channel, Job
 from trainer.errors import JobError
-from trainer.planner import make_plan, mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
+from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
+from trainer.plan.planner import make_plan
 
 T, E = "training", "evaluation"
 
@@ -220,11 +221,15 @@ def test_plan_is_json():
     assert data["mode"] == "parameter_server" and len(data["processes"]) == 5
 
 
-def test_every_mode_has_a_runtime():
-    from trainer.contract.hyperparameters import DISTRIBUTIONS
-    from trainer.modes import RUNTIMES
+def test_every_mode_has_a_runtime_and_is_a_distribution():
+    from trainer import modes
+    from trainer.contract.hyperparameters import SPEC_BY_NAME
+    from trainer.modes.base import Runtime
 
-    assert set(RUNTIMES) == set(DISTRIBUTIONS) - {"auto"}
+    assert set(modes.names()) == {"single", "tower", "mirrored", "horovod", "parameter_server",
+                                  "multi_worker_mirrored"}
+    assert all(issubclass(modes.get(name).runtime, Runtime) for name in modes.names())
+    assert SPEC_BY_NAME["distribution"].options() == ("auto",) + modes.names()
 
 
 def on_host(base: Job, index: int) -> Job:

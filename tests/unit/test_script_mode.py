@@ -11,7 +11,8 @@ import pytest
 from test_planner import job
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.errors import JobError
-from trainer.planner import aws_mwms_tf_config, aws_ps_tf_config, make_plan
+from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
+from trainer.plan.planner import make_plan
 from trainer.user_code import EntryPoint, classify, classify_source
 
 HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"

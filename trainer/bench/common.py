@@ -42,13 +42,14 @@ def default_model(feature_size: int | None = None, optimizer: str | None = None,
     from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.models.deepfm import build_deepfm
     from trainer.models.optimizers import build_optimizer_state, make_optimizer
-    from trainer.planner import SINGLE, steps_per_execution
+    from trainer import modes
+    from trainer.plan.planner import steps_per_execution
 
     model = build_deepfm(default("field_size"), feature_size or default("feature_size"), default("embedding_size"),
                          default("deep_layers"), default("dropout"), default("l2_reg"), seed=0)
     model.compile(optimizer=make_optimizer(optimizer or default("optimizer"), default("learning_rate")),
                   loss=tf.keras.losses.BinaryCrossentropy(),
-                  **{"steps_per_execution": steps_per_execution(parse_hyperparameters({}), SINGLE), **compile_options})
+                  **{"steps_per_execution": steps_per_execution(parse_hyperparameters({}), modes.get("single")), **compile_options})
     build_optimizer_state(model.optimizer, model.trainable_variables)
     return model
 

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from trainer import modes
+from trainer.contract.values import parse_bool
 from trainer.errors import JobError
 from trainer.report import STOP_GRACE_SEC
 
@@ -26,19 +28,6 @@ AUTO = "auto"
 
 def _is_auto(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", AUTO))
-
-
-def parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ValueError("expected a boolean (true/false)")
 
 
 def _parse_int(value: Any) -> int:
@@ -133,15 +122,19 @@ class Spec:
     default: Any
     help: str
     group: str = "training"
-    choices: tuple[str, ...] = ()
+    # The accepted values, or a function giving them when asked (modes register themselves).
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     minimum: float | None = None
     maximum: float | None = None
     allow_auto: bool = False  # "auto" (or empty) means: decided from the job at run time
     aliases: Mapping[str, str] = field(default_factory=dict)  # accepted spelling -> choice
 
+    def options(self) -> tuple[str, ...]:
+        return self.choices() if callable(self.choices) else self.choices
+
     def accepted(self) -> str:
         if self.choices:
-            text = "one of " + ", ".join(self.choices)
+            text = "one of " + ", ".join(self.options())
         else:
             text = KIND_TEXT[self.kind]
             if self.minimum is not None and self.maximum is not None:
@@ -166,7 +159,7 @@ class Spec:
         if self.choices:
             key = str(value).strip().lower()
             value = self.aliases.get(key, key)
-            if value not in self.choices:
+            if value not in self.options():
                 raise JobError(
                     f"hyperparameter '{self.name}': {raw!r} is not accepted; "
                     f"accepted: {self.accepted()}"
@@ -187,8 +180,10 @@ def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else str(number)
 
 
-DISTRIBUTIONS = ("auto", "single", "tower", "mirrored", "horovod", "parameter_server",
-                 "multi_worker_mirrored")
+
+
+def distributions() -> tuple[str, ...]:
+    return (AUTO,) + modes.names()
 
 # The container's own settings: a user's training script is not given them as arguments
 # (argparse rejects names it does not know); every other hyperparameter goes to it.
@@ -273,7 +268,7 @@ SPECS: tuple[Spec, ...] = (
     # Distribution: decided by the planner from the job; these override its choices
     Spec("distribution", "str", "auto", "How to use the job's hosts and devices; auto: from the "
          "SageMaker SDK's distribution keys, else from hosts, GPUs and CPUs (trainer plan says why).",
-         group="distribution", choices=DISTRIBUTIONS),
+         group="distribution", choices=distributions),
     Spec("processes_per_host", "int", None, "Training processes per host (horovod); auto: the "
          "SDK's sagemaker_mpi_num_of_processes_per_host, else one per GPU, else 1.",
          group="distribution", minimum=1, allow_auto=True),

@@ -65,6 +65,11 @@ class Job:
     def host_index(self) -> int:
         return self.hosts.index(self.current_host)
 
+    @property
+    def runs_script(self) -> bool:
+        """The user's own training script trains (not the built-in model or hooks)."""
+        return bool(self.entry_point and self.entry_point.is_script)
+
 
 def base_dir_from_env() -> str:
     return os.environ.get(BASE_DIR_ENV, DEFAULT_BASE_DIR)

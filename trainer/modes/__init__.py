@@ -1,24 +1,42 @@
-"""What each distribution mode changes in a training process, behind one interface.
+"""The distribution modes, one module each (trainer.modes.base says what a mode is).
 
-The planner decides; a Runtime carries out its part of the plan inside the process:
-devices, strategy scope, optimizer wrapping, per-step agreement, evaluation aggregation.
+Every module of this package is imported on the first lookup, and the modes it
+registers become choices of the `distribution` hyperparameter: adding a mode is adding
+a module.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
-from trainer import planner
+from trainer.modes.base import REGISTERED, Mode
 
-RUNTIMES = {
-    planner.SINGLE: "trainer.modes.base:Runtime",
-    planner.TOWER: "trainer.modes.tower:TowerRuntime",
-    planner.MIRRORED: "trainer.modes.tower:MirroredRuntime",
-    planner.HOROVOD: "trainer.modes.horovod:HorovodRuntime",
-    planner.MULTI_WORKER_MIRRORED: "trainer.modes.collective:MultiWorkerMirroredRuntime",
-    planner.PARAMETER_SERVER: "trainer.modes.parameter_server:ParameterServerRuntime",
-}
+_discovered = False
+
+
+def _discover() -> None:
+    global _discovered
+    if not _discovered:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _discovered = True
+
+
+def all_modes() -> list[Mode]:
+    """Every registered mode, in the order they are asked to claim a job."""
+    _discover()
+    return sorted(REGISTERED.values(), key=lambda mode: (mode.precedence, mode.name))
+
+
+def names() -> tuple[str, ...]:
+    _discover()
+    return tuple(sorted(REGISTERED))
+
+
+def get(name: str) -> Mode:
+    _discover()
+    return REGISTERED[name]
 
 
 def runtime_for(plan, process, hyperparameters):
-    module_name, class_name = RUNTIMES[plan.mode].split(":")
-    return getattr(importlib.import_module(module_name), class_name)(plan, process, hyperparameters)
+    return get(plan.mode).runtime(plan, process, hyperparameters)

@@ -1,7 +1,48 @@
-"""The single-process runtime, and the interface every mode's runtime keeps."""
+"""What every mode is: the planner's rules for it (`Mode`) and what it changes inside a
+training process (`Runtime`). A mode is one module in this package with a Mode subclass
+decorated with @register; the planner and the `distribution` hyperparameter find it there.
+
+Mode modules are imported to plan, and planning must not load TensorFlow (the launcher
+and `trainer plan` stay light): runtimes reach TensorFlow through `tf` below, which
+imports it on first use.
+"""
 from __future__ import annotations
 
 import contextlib
+import importlib
+
+from trainer.errors import JobError
+from trainer.peers import STATUS_PORT, PeerWait
+from trainer.plan.types import SCRIPT_RANK_COMMAND, Launch, LaunchKind, Process
+
+
+class Deferred:
+    """A module imported when one of its attributes is first read."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+tf = Deferred("tensorflow")
+REGISTERED: dict[str, "Mode"] = {}
+
+
+def modes_that(test) -> str:
+    """The registered modes for which test(mode) holds, named for a message: "a, b or c"."""
+    named = sorted(mode.name for mode in REGISTERED.values() if test(mode))
+    return " or ".join(filter(None, [", ".join(named[:-1]), named[-1]])) if named else "none"
+
+
+def register(mode_class: type) -> type:
+    """Class decorator: make a Mode known to the planner and the `distribution` hyperparameter."""
+    mode = mode_class()
+    if not mode.name or mode.name in REGISTERED:
+        raise ValueError(f"mode {mode.name!r} of {mode_class.__qualname__}: no name, or one already registered")
+    REGISTERED[mode.name] = mode
+    return mode_class
 
 
 class Runtime:
@@ -86,3 +127,81 @@ class Runtime:
     def batch_size(self) -> int:
         """The batch one process feeds to fit: the plan's per-replica batch times its replicas."""
         return self.plan.batch_size * self.plan.replicas_per_process
+
+
+class Mode:
+    """One way to use the job's hosts and devices. The defaults describe one training
+    process per host, ranked host by host, that the launcher runs in `train` itself (or
+    the user's script, one per host); a mode overrides what it changes."""
+
+    name = ""  # the `distribution` hyperparameter's value
+    runtime = Runtime  # what the mode changes in a training process
+    # The order in which modes are asked whether the job requests them (requested) or suits
+    # them (suits): lower first.
+    precedence = 50
+    # All of the host's training in one process that owns the host: one host only for the
+    # container's own training, and the one case `tune_threads` tunes.
+    in_process = False
+    synchronous = True  # one update per global batch: the learning rate scales with it
+    runs_scripts = True  # a user's script may ask for it (it builds its own strategy)
+    sharded_evaluation = False  # every process evaluates its shard, the sums are all-reduced
+    compiles_with_xla = True  # jit_compile can compile its training step
+    multi_step_calls = False  # steps_per_execution > 1 (a pass may end inside a call)
+    has_leader = False  # on several hosts, the first host's end is the job's end
+    pipe_mode_refusal: str | None = None  # why the container's own training cannot use Pipe mode here
+
+    def requested(self, job) -> str | None:
+        """Why the job asks for this mode (the SDK's keys), or None."""
+        return None
+
+    def suits(self, job) -> str | None:
+        """Why this mode suits a job that asks for none (hosts, GPUs, CPUs), or None."""
+        return None
+
+    def check(self, job, channels) -> None:
+        """What the container's own training (built-in model or hooks) cannot do in this mode."""
+        hp, hosts = job.hyperparameters, len(job.hosts)
+        if self.in_process and hosts > 1:
+            raise JobError(f"distribution {self.name} runs on one host; this job has {hosts}: use "
+                           f"{modes_that(lambda mode: not mode.in_process)}, or one instance")
+        if self.pipe_mode_refusal and channels[0].is_pipe:
+            raise JobError(self.pipe_mode_refusal)
+        if hp.jit_compile and not self.compiles_with_xla:
+            raise JobError(f"hyperparameter 'jit_compile': XLA cannot compile the training step of "
+                           f"distribution {self.name}; turn it off, or use "
+                           f"{modes_that(lambda mode: mode.compiles_with_xla)}")
+        if hp.tune_threads and (not self.in_process or channels[0].is_pipe):
+            raise JobError(f"hyperparameter 'tune_threads': it tunes one process that owns its host, on File-mode "
+                           f"data (a Pipe-mode FIFO carries the data once); this job is {self.name} in "
+                           f"{channels[0].input_mode} mode: turn it off, or run trainer tune beforehand")
+
+    def processes_per_host(self, job) -> int:
+        requested = job.hyperparameters.processes_per_host
+        if requested not in (None, 1):
+            raise JobError(f"hyperparameter 'processes_per_host': {requested} is for horovod; "
+                           f"distribution {self.name} runs one training process per host")
+        return 1
+
+    def replicas(self, job) -> int:
+        """Replicas inside one process."""
+        return 1
+
+    def processes(self, layout) -> list[Process]:
+        """Every process of the job, host by host."""
+        return [layout.process(host_index, local_rank, "chief" if (host_index, local_rank) == (0, 0) else "worker",
+                               layout.eval_shard(host_index, local_rank, self.sharded_evaluation),
+                               self.tf_config(layout, host_index, local_rank))
+                for host_index in range(len(layout.hosts)) for local_rank in range(layout.per_host)]
+
+    def tf_config(self, layout, host_index: int, local_rank: int) -> dict | None:
+        """A training process's TF_CONFIG (None: none set)."""
+        return None
+
+    def launch(self, job, per_host: int) -> Launch:
+        if job.runs_script:
+            return Launch(LaunchKind.SCRIPT, SCRIPT_RANK_COMMAND)
+        return Launch(LaunchKind.IN_PROCESS)
+
+    def peer_waits(self, job) -> tuple[PeerWait, ...]:
+        """Before multi-host work, every host waits for every other host's `train` to answer."""
+        return tuple(PeerWait(h, STATUS_PORT, "train") for h in job.hosts if h != job.current_host)

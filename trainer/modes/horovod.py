@@ -11,11 +11,14 @@ import importlib
 import logging
 
 import numpy as np
-import tensorflow as tf
 
 from trainer.errors import JobError
-from trainer.modes.base import Runtime
-from trainer.training import equal_steps
+from trainer.modes.base import Deferred, Mode, Runtime, register, tf
+from trainer.plan import sdk
+from trainer.plan.mpi import horovod_env, mpi_command
+from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND, Launch, LaunchKind
+
+equal_steps = Deferred("trainer.training.equal_steps")
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +67,40 @@ class HorovodRuntime(Runtime):
 
     def broadcast_from_chief(self, value):
         return self.ops.broadcast_object(value, root_rank=0)
+
+
+@register
+class Horovod(Mode):
+    name = "horovod"
+    runtime = HorovodRuntime
+    precedence = 30  # the SDK's keys in AWS's container's order: PS, multi-worker mirrored, MPI
+    sharded_evaluation = True
+    compiles_with_xla = False  # Horovod's collectives have no XLA kernels
+    multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
+    has_leader = True  # the MPI master
+
+    def requested(self, job) -> str | None:
+        return f"{sdk.MPI}: Horovod over MPI" if sdk.enabled(job, sdk.MPI) else None
+
+    def suits(self, job) -> str | None:
+        hosts, gpus = len(job.hosts), job.num_gpus
+        if job.runs_script:
+            return None
+        if hosts == 1 and gpus > 1:
+            return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"
+        if hosts > 1 and gpus:
+            return f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
+        return None
+
+    def processes_per_host(self, job) -> int:
+        count = job.hyperparameters.processes_per_host or int(job.framework_params.get(sdk.MPI_PROCESSES, 0) or 0) \
+            or max(1, job.num_gpus)
+        if job.num_gpus and count > job.num_gpus:
+            raise JobError(f"{count} Horovod processes per host for {job.num_gpus} GPUs: one GPU per "
+                           "process (see P9 in docs/pitfalls.md); lower processes_per_host")
+        return count
+
+    def launch(self, job, per_host: int) -> Launch:
+        kind = LaunchKind.MPIRUN if len(job.hosts) == 1 else LaunchKind.SAGEMAKER_MPI
+        process_command = SCRIPT_RANK_COMMAND if job.runs_script else WORKER_COMMAND
+        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job.hyperparameters))

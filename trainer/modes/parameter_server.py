@@ -14,9 +14,11 @@ import json
 import logging
 import os
 
-import tensorflow as tf
-
-from trainer.modes.base import Runtime
+from trainer.modes.base import Mode, Runtime, register, tf
+from trainer.peers import PeerWait
+from trainer.plan import sdk
+from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
+from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, Process
 
 log = logging.getLogger(__name__)
 MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
@@ -81,3 +83,64 @@ def serve(process) -> None:
     server = tf.distribute.Server(cluster, job_name=task["type"], task_index=task["index"],
                                   protocol="grpc", start=True)
     server.join()
+
+
+@register
+class ParameterServer(Mode):
+    name = "parameter_server"
+    runtime = ParameterServerRuntime
+    precedence = 10
+    synchronous = False  # each worker's step updates the variables on its own
+    compiles_with_xla = False  # a step's remote reads of the PS tasks have no XLA kernels
+    has_leader = True  # the coordinator's host
+    pipe_mode_refusal = ("parameter_server reads its input on the workers through tf.data ops: Pipe mode "
+                         "needs PipeModeDataset (the image has it); use File mode here")
+
+    def requested(self, job) -> str | None:
+        if sdk.enabled(job, sdk.PS) and len(job.hosts) > 1:
+            return f"{sdk.PS}: one parameter server and one worker per host"
+        return None
+
+    def suits(self, job) -> str | None:
+        if job.runs_script or len(job.hosts) == 1 or job.num_gpus:
+            return None
+        return (f"{len(job.hosts)} CPU hosts: parameter servers, one per host, with the embedding partitioned "
+                "over them (see P13 in docs/pitfalls.md; faster than multi-worker mirrored on CPU, P12)")
+
+    def processes(self, layout) -> list[Process]:
+        """A worker and a PS task on every host; for the container's own training, first the
+        coordinator (the chief), which reads no training batches: it sees the whole training
+        set (to count an epoch's steps) and evaluates alone (P28). A script's processes
+        are AWS's layout: the script on the first host is the master (rank 0)."""
+        script, hosts = layout.job.runs_script, layout.hosts
+        cluster = ps_cluster(hosts)
+
+        def tf_config(host_index: int, task: str) -> dict:
+            if script:
+                return aws_ps_tf_config(hosts, hosts[host_index], ps_task=task == "ps")
+            return {"cluster": cluster, "task": {"type": task, "index": host_index}}
+
+        processes = []
+        for host_index, host in enumerate(hosts):
+            role = "chief" if script and host_index == 0 else "worker"
+            processes += [layout.process(host_index, 0, role, None, tf_config(host_index, "worker")),
+                          Process(host=host, role="ps", rank=None, local_rank=0, channels=(), shard=(1, 0),
+                                  eval_shard=None, gpu=None, tf_config=tf_config(host_index, "ps"))]
+        if not script:
+            processes.insert(0, Process(host=hosts[0], role="chief", rank=None, local_rank=0,
+                                        channels=tuple(c.name for c in layout.channels), shard=(1, 0),
+                                        eval_shard=layout.eval_shard(0, 0, sharded=False), gpu=None,
+                                        tf_config={"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+        return processes
+
+    def launch(self, job, per_host: int) -> Launch:
+        return super().launch(job, per_host) if job.runs_script else Launch(LaunchKind.PARAMETER_SERVER, WORKER_COMMAND)
+
+    def peer_waits(self, job) -> tuple[PeerWait, ...]:
+        """The coordinator's host also waits for every other host's PS and worker task, which it
+        connects to first (a script's own TensorFlow connects to its PS tasks, and retries)."""
+        waits = super().peer_waits(job)
+        if job.current_host != job.hosts[0] or job.runs_script:
+            return waits
+        return waits + tuple(PeerWait(h, port, what) for h in job.hosts[1:]
+                             for port, what in ((PS_PORT, "ps task"), (PS_WORKER_PORT, "worker task")))

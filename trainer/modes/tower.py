@@ -1,38 +1,15 @@
-"""Several replicas in one process: `tower` (in-graph replication) and `mirrored`.
-
-TensorFlow sees one CPU device however many cores there are, so replicas on CPU need
-explicit logical CPU devices; device 0 is kept out of the replicas because the gradient
-reduction runs there (P12). Both feed the global batch (per-replica batch x replicas).
-
-- tower: one model, one set of variables; the batch is split across the replica devices,
-  each computes its gradients, and their sum is applied once on device 0 (the classic
-  multi-tower step).
-- mirrored: tf.distribute.MirroredStrategy over the same devices; on CPU it reduces to
-  one device rather than all-reducing (TensorFlow's choice), with a copy of every
-  variable per replica.
+"""tower: several replicas in one process by in-graph replication (trainer.modes.replicas
+says how the replicas get their devices). One model, one set of variables; the batch is
+split across the replica devices, each computes its gradients, and their sum is applied
+once on device 0 (the classic multi-tower step).
 """
 from __future__ import annotations
 
-import tensorflow as tf
-
-from trainer.modes.base import Runtime
-
-REDUCTION_DEVICE = "/cpu:0"
+from trainer.modes.base import register, tf
+from trainer.modes.replicas import REDUCTION_DEVICE, ReplicaDevices, ReplicasInOneProcess
 
 
-class _ReplicaDevices(Runtime):
-    def start(self) -> None:
-        gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
-            self.devices = [f"/gpu:{i}" for i in range(self.plan.replicas_per_process)]
-            return
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * (self.plan.replicas_per_process + 1))
-        self.devices = [f"/cpu:{i + 1}" for i in range(self.plan.replicas_per_process)]
-
-
-class TowerRuntime(_ReplicaDevices):
+class TowerRuntime(ReplicaDevices):
     def prepare(self, model, optimizer) -> None:
         devices = self.devices
 
@@ -71,10 +48,7 @@ def _sum(gradients):
     return tf.add_n(gradients)
 
 
-class MirroredRuntime(_ReplicaDevices):
-    def start(self) -> None:
-        super().start()
-        self.strategy = tf.distribute.MirroredStrategy(devices=self.devices)
-
-    def scope(self):
-        return self.strategy.scope()
+@register
+class Tower(ReplicasInOneProcess):
+    name = "tower"
+    runtime = TowerRuntime

@@ -16,10 +16,12 @@ import json
 import os
 
 import numpy as np
-import tensorflow as tf
 
-from trainer.modes.base import Runtime
-from trainer.training import equal_steps
+from trainer.modes.base import Deferred, Mode, Runtime, register, tf
+from trainer.plan import sdk
+from trainer.plan.clusters import aws_mwms_tf_config, mwms_cluster
+
+equal_steps = Deferred("trainer.training.equal_steps")
 
 
 class MultiWorkerMirroredRuntime(Runtime):
@@ -71,3 +73,25 @@ class MultiWorkerMirroredRuntime(Runtime):
     def broadcast_from_chief(self, value):
         (total,) = self.all_reduce_sum([np.int64(value if self.process.writes_outputs else 0)])
         return int(total)
+
+
+@register
+class MultiWorkerMirrored(Mode):
+    name = "multi_worker_mirrored"
+    runtime = MultiWorkerMirroredRuntime
+    precedence = 20
+    sharded_evaluation = True
+    pipe_mode_refusal = ("multi_worker_mirrored needs File mode: its workers count their batches before "
+                         "training to run equal steps; for Pipe mode use horovod")
+
+    def requested(self, job) -> str | None:
+        if sdk.enabled(job, sdk.MWMS):
+            return f"{sdk.MWMS}: one worker per host, all-reduce across hosts"
+        return None
+
+    def tf_config(self, layout, host_index: int, local_rank: int) -> dict:
+        if layout.job.runs_script:
+            return aws_mwms_tf_config(layout.hosts, layout.hosts[host_index])
+        rank = layout.rank(host_index, local_rank)
+        task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker", "index": rank - 1}
+        return {"cluster": mwms_cluster(layout.hosts), "task": task}

@@ -1,0 +1,113 @@
+"""The planner: a pure function from the job to a plan. Every distribution decision is here
+or in the mode it chooses (trainer.modes).
+
+A plan says which mode runs (and why), how many processes each host starts, and for every
+process its host, rank, role, training channels, shard `(n, i)`, evaluation shard,
+TF_CONFIG and the command that launches the host's processes; plus batch and learning
+rate scaling. `trainer plan` prints it as JSON before anything runs. Launchers and
+workers only carry it out.
+"""
+from __future__ import annotations
+
+from trainer import modes
+from trainer.contract.channels import eval_channel_name, training_channels
+from trainer.errors import JobError
+from trainer.modes.base import Mode, modes_that
+from trainer.plan import sdk
+from trainer.plan.layout import Layout, check_channels
+from trainer.plan.types import MPI_KINDS, Plan
+
+STEPS_PER_EXECUTION = 32
+
+
+def choose_mode(job) -> tuple[Mode, str]:
+    """(mode, why): the hyperparameter, else the SDK's keys as AWS's container reads them,
+    else what suits the hosts, GPUs and CPUs (a training script: one process per host,
+    as AWS's container runs it)."""
+    sdk.refuse_unsupported(job)
+    chosen = job.hyperparameters.distribution
+    if chosen != "auto":
+        mode = modes.get(chosen)
+        if job.runs_script and not mode.runs_scripts:
+            raise JobError(f"hyperparameter 'distribution': {chosen} builds the container's own model "
+                           "in one process; a training script builds its own strategy: use "
+                           f"{modes_that(lambda m: m.runs_scripts)}")
+        return mode, f"distribution={chosen} (hyperparameter)"
+    for question in ("requested", "suits"):
+        for mode in modes.all_modes():
+            reason = getattr(mode, question)(job)
+            if reason:
+                return mode, reason
+    raise JobError(f"no distribution mode suits {len(job.hosts)} host(s) with {job.num_gpus} GPU(s) each: "
+                   "set the hyperparameter 'distribution'")
+
+
+def steps_per_execution(hp, mode: Mode) -> int:
+    """Keras' steps_per_execution: Python's and the dispatch's cost per step paid once per
+    call. Only where a pass may end inside a call: one process, or Horovod (whose ranks pad
+    their data and agree when an epoch ends, equal_steps). Replicas of a strategy would
+    reach the end of their data at different steps inside the call and mismatch their
+    collectives; a parameter-server step is a remote closure; a profiler window counts calls."""
+    if not mode.multi_step_calls:
+        if (hp.steps_per_execution or 1) > 1:
+            raise JobError(f"hyperparameter 'steps_per_execution': distribution {mode.name} runs one step per "
+                           "call (its replicas could reach the end of their data at different steps inside a "
+                           f"call); set it to 1, or use {modes_that(lambda m: m.multi_step_calls)}")
+        return 1
+    if hp.steps_per_execution is not None:
+        return hp.steps_per_execution
+    if hp.profile_steps is not None:
+        return 1
+    return min(STEPS_PER_EXECUTION, hp.log_steps)
+
+
+def _layout(job, mode: Mode) -> Layout:
+    """The training channels (a script's only if named as ours: its rank's own channel and
+    shard are then worked out as for the built-in model), checked for the mode."""
+    if job.runs_script:
+        try:
+            channels = training_channels(job)
+        except JobError:
+            channels = []
+    else:
+        channels = training_channels(job)
+        mode.check(job, channels)
+    per_host = mode.processes_per_host(job)
+    if channels:
+        check_channels(channels, per_host)
+    eval_name = eval_channel_name(job)
+    return Layout(job, tuple(channels), per_host, job.channels[eval_name] if eval_name else None)
+
+
+def _entry(job) -> str:
+    if job.entry_point is None:
+        return "built-in DeepFM" + (f" with hooks from {job.hyperparameters.user_module}"
+                                    if job.hyperparameters.user_module.strip() else "")
+    return f"{job.entry_point.kind} {job.entry_point.program}: {job.entry_point.why}"
+
+
+def _input_mode(job, channels) -> str:
+    first = channels[0] if channels else next(iter(job.channels.values()), None)
+    return first.input_mode if first else "File"
+
+
+def make_plan(job) -> Plan:
+    hp = job.hyperparameters
+    mode, reason = choose_mode(job)
+    layout = _layout(job, mode)
+    replicas = mode.replicas(job)
+    world = len(job.hosts) * layout.per_host
+    scale = float(world * replicas if mode.synchronous else 1) if hp.scale_learning_rate else 1.0
+    launch = mode.launch(job, layout.per_host)
+    return Plan(
+        mode=mode.name, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
+        input_mode=_input_mode(job, layout.channels), processes_per_host=layout.per_host, world_size=world,
+        replicas_per_process=replicas, batch_size=hp.batch_size,
+        steps_per_execution=1 if job.runs_script else steps_per_execution(hp, mode),
+        global_batch_size=hp.batch_size * world * replicas,
+        learning_rate=hp.learning_rate * scale, learning_rate_scale=scale,
+        warmup_steps=hp.warmup_steps if scale > 1 else 0,
+        sharding=layout.sharding, processes=tuple(mode.processes(layout)), launch=launch,
+        peer_waits=mode.peer_waits(job),
+        leader=job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None,
+        watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS)

@@ -1,0 +1,36 @@
+"""The SageMaker Python SDK's `distribution=` argument, as the framework hyperparameters
+it becomes, read as AWS's TensorFlow container reads them."""
+from __future__ import annotations
+
+from trainer.contract.values import parse_bool
+from trainer.errors import JobError
+
+PS = "sagemaker_parameter_server_enabled"
+MPI = "sagemaker_mpi_enabled"
+MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
+MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+MWMS = "sagemaker_multi_worker_mirrored_strategy_enabled"
+
+# The SDK's keys for what this container does not run: they end the job at once.
+SMDDP = "sagemaker_distributed_dataparallel_enabled"
+UNSUPPORTED = {
+    SMDDP: "SageMaker's distributed data parallel library (smdistributed.dataparallel) is not in this "
+           "image: use distribution={'mpi': ...} (Horovod) or multi_worker_mirrored_strategy",
+    "mp_parameters": "SageMaker's model parallel library (smdistributed.modelparallel) is not in this image",
+}
+
+
+def enabled(job, key: str) -> bool:
+    """An SDK key's value, read as boolean hyperparameters are; anything else is off."""
+    try:
+        return parse_bool(job.framework_params.get(key, False))
+    except ValueError:
+        return False
+
+
+def refuse_unsupported(job) -> None:
+    for key, why in UNSUPPORTED.items():
+        # smdistributed.dataparallel is a framework key, true or false; model parallel's
+        # `mp_parameters` is a hyperparameter the SDK sets only when it is on.
+        if enabled(job, key) if key == SMDDP else key in job.hyperparameters.extra:
+            raise JobError(f"{key}: {why}")

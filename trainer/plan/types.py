@@ -1,0 +1,107 @@
+"""What a plan is made of: its processes, how they are launched, and the plan itself."""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+
+from trainer.peers import PeerWait
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process of the job."""
+
+    host: str
+    role: str  # chief (trains, or coordinates in PS mode, and writes), worker, ps
+    rank: int | None  # training rank; None for processes that do not read training data
+    local_rank: int
+    channels: tuple[str, ...]  # training channels it reads
+    shard: tuple[int, int]  # dataset.shard(n, i) applied to those channels
+    eval_shard: tuple[int, int] | None  # None: takes part in evaluation with no data of its own
+    gpu: int | None
+    tf_config: dict | None = None
+
+    @property
+    def writes_outputs(self) -> bool:
+        """Only the chief writes checkpoints and the model (see P8 in docs/pitfalls.md)."""
+        return self.role == "chief"
+
+    @property
+    def name(self) -> str:
+        """How logs and the failure file name it: "rank 1 on algo-2", "chief on algo-1"."""
+        return f"rank {self.rank} on {self.host}" if self.rank is not None else f"{self.role} on {self.host}"
+
+
+# What a launched process runs ("python": the launcher's interpreter): the container's
+# training process, or a rank of the user's script (which sets that rank's environment,
+# then becomes the script).
+WORKER_COMMAND = ("python", "-m", "trainer.worker")
+SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script_process")
+
+
+class LaunchKind(str, enum.Enum):
+    """How a host starts its processes; trainer.launch has one launcher per kind."""
+
+    IN_PROCESS = "in_process"  # `train` itself is the training process
+    MPIRUN = "mpirun"  # one host: mpirun starts the ranks
+    SAGEMAKER_MPI = "sagemaker_mpi"  # several hosts: the training toolkit's MPI runner over sshd
+    PARAMETER_SERVER = "parameter_server"  # a PS and a worker task per host, the coordinator on the first
+    SCRIPT = "script"  # the user's training script, one process per host
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MPI_KINDS = (LaunchKind.MPIRUN, LaunchKind.SAGEMAKER_MPI)
+
+
+@dataclass(frozen=True)
+class Launch:
+    kind: LaunchKind
+    command: tuple[str, ...] = ()
+    env: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str
+    reason: str
+    entry: str  # what trains: the built-in DeepFM, hooks, or the user's script (and why)
+    hosts: tuple[str, ...]
+    current_host: str
+    input_mode: str
+    processes_per_host: int  # training processes per host
+    world_size: int  # training processes in the job
+    replicas_per_process: int
+    batch_size: int  # per replica (P7: not scaled)
+    steps_per_execution: int
+    global_batch_size: int
+    learning_rate: float  # base rate times learning_rate_scale
+    learning_rate_scale: float
+    warmup_steps: int
+    sharding: str  # which row of P3's table applies
+    processes: tuple[Process, ...]
+    launch: Launch
+    # What this host waits for before its multi-host work (bounded by peer_wait_sec).
+    peer_waits: tuple[PeerWait, ...] = ()
+    # The host whose end is the job's end (the PS coordinator's, the MPI master's): the
+    # other hosts follow its state to tell a finished leader from a lost one. None: every
+    # host ends by itself (one host; multi-worker mirrored, whose workers end together).
+    leader: str | None = None
+    # A user's script on several hosts, but not under mpirun (which ends every rank when one
+    # fails): the hosts that run their script to its end (all of them; with parameter servers
+    # the master's) follow every other host, so one host failing ends their scripts.
+    watch_peers: bool = False
+
+    def process(self, rank: int) -> Process:
+        return next(p for p in self.processes if p.rank == rank)
+
+    def on_host(self, host: str) -> list[Process]:
+        return [p for p in self.processes if p.host == host]
+
+    @property
+    def chief(self) -> Process:
+        return next(p for p in self.processes if p.role == "chief")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
