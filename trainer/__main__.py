@@ -1,5 +1,5 @@
 import sys
 
-from trainer.cli import main
+from trainer.commands.main import main
 
 sys.exit(main())

@@ -30,7 +30,7 @@ import os
 import shlex
 import sys
 
-from trainer import cpu
+from trainer.cpu import settings as cpu
 from trainer.contract.job import BASE_DIR_ENV, base_dir_from_env, read_job
 
 PYTHON_PACKAGE, PYTHON_PROGRAM, COMMAND = "package", "program", "command"

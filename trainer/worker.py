@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from trainer import cpu
+from trainer.cpu import settings as cpu
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
 from trainer.plan.planner import make_plan
 from trainer.report import report_failures
@@ -22,7 +22,7 @@ def run_process(job, plan, process) -> dict:
     """Train as `process` of `plan` in this Python process; returns its metrics."""
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
     if job.hyperparameters.tune_threads:  # the planner allows it for one process per host only
-        from trainer import tune
+        from trainer.cpu import tune
 
         settings = tune.tuned(job, settings, job.hyperparameters.tune_seconds)
     cpu.apply_environment(settings)

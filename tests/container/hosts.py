@@ -12,7 +12,7 @@ import time
 import uuid
 
 from conftest import IMAGE, remove_containers
-from trainer.localjob import LocalJob
+from trainer.local.runner import LocalJob
 
 
 class ContainerHosts:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from hosts import ContainerHosts
-from trainer.localjob import LocalJob
+from trainer.local.runner import LocalJob
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 PEER_WAIT_SEC = 15

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import IMAGE, remove_containers
 from trainer.data.split import split
-from trainer.localjob import LocalJob, PipeFeeder
+from trainer.local.runner import LocalJob, PipeFeeder
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 RUN_TIMEOUT_SEC = 240  # a hang guard (these jobs take well under a minute)

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from conftest import JOB_TIMEOUT_SEC, PROJECT_ROOT, pids_of
-from trainer.localjob import LocalJob
-from trainer.netns import HostNamespaces
+from trainer.local.runner import LocalJob
+from trainer.local.netns import HostNamespaces
 from watched import WatchedJob
 
 pytestmark = [
@@ -36,7 +36,7 @@ def test_a_second_host_that_resolves_but_never_answers(aws_split, tmp_path, reco
     folders = job.lay_out(str(tmp_path / "job"))
     started = time.monotonic()
     with HostNamespaces(job.host_names) as namespaces:  # algo-2 has an address, and nothing runs there
-        done = subprocess.run(namespaces.command("algo-1", [sys.executable, "-m", "trainer.entry"]), cwd=PROJECT_ROOT,
+        done = subprocess.run(namespaces.command("algo-1", [sys.executable, "-m", "trainer.commands.train"]), cwd=PROJECT_ROOT,
                               env={**os.environ, "SAGEMAKER_BASE_DIR": folders["algo-1"]}, capture_output=True,
                               text=True, timeout=JOB_TIMEOUT_SEC)
     seconds = time.monotonic() - started
@@ -52,7 +52,7 @@ def test_a_second_host_that_resolves_but_never_answers(aws_split, tmp_path, reco
 def test_a_lost_coordinator_host_fails_the_other_hosts_naming_it(aws_split, tmp_path, record_fault):
     job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "parameter_server", "num_epochs": 1000}, hosts=2)
     job.wait_for(r"epoch=1 steps=\d+")
-    first_host = pids_of("trainer.entry", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-1")})
+    first_host = pids_of("trainer.commands.train", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-1")})
     assert len(first_host) == 1, first_host
     os.kill(first_host[0], signal.SIGKILL)  # the whole host's `train` and its tasks, as when an instance is lost
     killed = time.monotonic()

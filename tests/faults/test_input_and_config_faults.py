@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import PROJECT_ROOT, JobRun, run_local
-from trainer.localjob import LocalJob
+from trainer.local.runner import LocalJob
 from watched import first_line
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def laid_out(job_dir, channels, hp=None, input_mode="File") -> str:
 def run_train(job_dir) -> tuple[JobRun, float]:
     """`train` itself on a laid-out folder, as the container runs it."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "trainer.entry"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "trainer.commands.train"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=FAIL_FAST_SEC, env={**os.environ, "SAGEMAKER_BASE_DIR": str(job_dir)})
     return JobRun(str(job_dir), done.returncode, done.stdout + done.stderr), time.monotonic() - started
 

@@ -97,7 +97,7 @@ def test_a_killed_multi_worker_mirrored_worker_is_named_by_the_chief(aws_split, 
     job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "multi_worker_mirrored", "num_epochs": 1000,
                                                    "log_steps": 10}, hosts=2)
     job.wait_for(r" step=\d+ epoch=")
-    worker = pids_of("trainer.entry", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-2")})
+    worker = pids_of("trainer.commands.train", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-2")})
     assert len(worker) == 1, worker
     run, seconds = kill_and_time(job, worker[0])  # the whole host's `train`, as when an instance is lost
     assert run.exit_code != 0
@@ -154,7 +154,7 @@ def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_res
     job.wait_for(r" step=\d+ epoch=1 ")
     # SageMaker signals each host on its own: here the worker's host alone, the hardest case
     # (the chief, still stepping, would wait in the all-reduce if the workers did not vote).
-    worker = pids_of("trainer.entry", {"SAGEMAKER_BASE_DIR": str(tmp_path / "stopped" / "algo-2")})
+    worker = pids_of("trainer.commands.train", {"SAGEMAKER_BASE_DIR": str(tmp_path / "stopped" / "algo-2")})
     assert len(worker) == 1, worker
     run, seconds = kill_and_time(job, worker[0], signal.SIGTERM)
     assert run.exit_code == 143, run.log[-3000:]

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import PROJECT_ROOT
-from trainer.cpu import bfloat16_supported
+from trainer.cpu.settings import bfloat16_supported
 
 pytestmark = pytest.mark.slow
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

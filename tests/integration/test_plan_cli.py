@@ -60,12 +60,12 @@ def test_every_record_is_read_exactly_once(quarters, layout, sharded, sharding):
 
 def test_a_wrong_shard_is_caught(quarters, tmp_path):
     """The check can fail: with every rank reading everything, records are read four times."""
-    from trainer import localjob
-    from trainer.checkinput import check_input
+    from trainer.local import runner
+    from trainer.data.check import check_input
     from trainer.contract.job import read_job
     from trainer.plan.planner import make_plan
 
-    local = localjob.LocalJob({"training": [str(quarters / "all")]},
+    local = runner.LocalJob({"training": [str(quarters / "all")]},
                               {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"},
                               hosts=2)
     folders = local.lay_out(str(tmp_path))
@@ -89,9 +89,9 @@ def test_plan_states_an_impossible_job(aws_split):
 
 
 def test_plan_of_an_existing_job_folder(quarters, tmp_path):
-    from trainer import localjob
+    from trainer.local import runner
 
-    local = localjob.LocalJob({"training": [str(quarters / "all")]}, {"distribution": "tower", "replicas": "3"})
+    local = runner.LocalJob({"training": [str(quarters / "all")]}, {"distribution": "tower", "replicas": "3"})
     folder = local.lay_out(str(tmp_path))["algo-1"]
     code, result = plan("--job-dir", folder, "--check-input")
     assert code == 0, result

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import PROJECT_ROOT, run_local
-from trainer.cpu import bfloat16_supported
+from trainer.cpu.settings import bfloat16_supported
 from trainer.report import METRIC_DEFINITIONS
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """CPU settings (P17): derived from the job's CPUs, each overridable, precedence clear."""
 import pytest
 
-from trainer import cpu
+from trainer.cpu import settings as cpu
 from trainer.contract.hyperparameters import parse_hyperparameters
 
 
@@ -52,6 +52,6 @@ def test_environment_variables():
     ({"avx2", "avx512f"}, False),  # Xeon Phi: AVX-512 without the core subsets
 ])
 def test_bfloat16_needs_avx512_core(flags, supported):
-    from trainer.cpu import bfloat16_supported
+    from trainer.cpu.settings import bfloat16_supported
 
     assert bfloat16_supported(frozenset(flags)) is supported

@@ -79,7 +79,7 @@ def test_warmup_ramps_to_the_scaled_rate():
      "the one that failed first names itself in its own host's failure file or log"),
 ])
 def test_a_lost_peer_is_named_from_tensorflows_words(tf_message, expected):
-    from trainer.supervise import lost_peer_reason
+    from trainer.launch.supervise import lost_peer_reason
 
     plan = SimpleNamespace(processes=[
         SimpleNamespace(tf_config={"task": {"type": "chief", "index": 0}}, name="rank 0 on algo-1"),
@@ -96,6 +96,6 @@ def test_a_lost_peer_is_named_from_tensorflows_words(tf_message, expected):
     ("Primary job terminated normally", None),
 ])
 def test_mpirun_names_the_first_rank_that_failed(output, expected):
-    from trainer.supervise import first_failed_rank
+    from trainer.launch.supervise import first_failed_rank
 
     assert first_failed_rank(output) == expected

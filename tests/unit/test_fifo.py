@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from trainer.data.fifo import fifo_blocks, line_chunks, tfrecord_chunks, wait_for_fifo
 from trainer.errors import JobError
-from trainer.localjob import PipeFeeder
+from trainer.local.runner import PipeFeeder
 
 
 def write_tfrecords(path, payloads):

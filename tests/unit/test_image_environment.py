@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from trainer.entry import apply_image_environment
+from trainer.commands.train import apply_image_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from trainer import peers
+from trainer.launch import peers
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.peers import PeerWait
+from trainer.launch.peers import PeerWait
 
 UNRESOLVABLE = "algo-2.invalid"  # .invalid never resolves (RFC 2606)
 

@@ -13,7 +13,7 @@ from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.errors import JobError
 from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
 from trainer.plan.planner import make_plan
-from trainer.user_code import EntryPoint, classify, classify_source
+from trainer.contract.user_code import EntryPoint, classify, classify_source
 
 HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"
 SCRIPT_WITH_GUARD = "import argparse\n\ndef main():\n    pass\n\nif __name__ == '__main__':\n    main()\n"
@@ -172,7 +172,7 @@ def test_a_script_s_own_hyperparameters_never_end_the_job():
 def test_each_process_environment(tmp_path, monkeypatch):
     """What a script process sees: the toolkit's SM_* variables, AWS's TF_CONFIG, our CPU
     settings and its own channel and shard."""
-    from trainer.localjob import LocalJob
+    from trainer.local.runner import LocalJob
     from trainer.contract.job import read_job
     from trainer import script_process
 
@@ -214,7 +214,7 @@ def test_each_process_environment(tmp_path, monkeypatch):
      "script train.py (chief on algo-1) exited with code 1: ./train.sh: line 2: nosuchcommand: command not found"),
 ])
 def test_failure_first_line(tmp_path, output, rank, first_line):
-    from trainer.script_launch import output_of_rank, report_script_failure
+    from trainer.launch.script import output_of_rank, report_script_failure
 
     the_job = dataclasses.replace(script_job(), output_dir=str(tmp_path))
     reason = report_script_failure(the_job, "chief on algo-1", "exited with code 1", output_of_rank(output, rank))
@@ -239,7 +239,7 @@ def test_who_follows_whom(the_job, leader, watch_peers):
 def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
     from trainer import script_process
     from trainer.contract.job import read_job
-    from trainer.localjob import LocalJob
+    from trainer.local.runner import LocalJob
 
     code = tmp_path / "code"
     code.mkdir()

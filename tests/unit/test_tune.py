@@ -1,8 +1,8 @@
 """The tuner's decisions: which values it tries, how the search moves, what it keeps."""
 import pytest
 
-from trainer import tune
-from trainer.cpu import DEFAULT_KMP_AFFINITY
+from trainer.cpu import tune
+from trainer.cpu.settings import DEFAULT_KMP_AFFINITY
 
 START = {"intra_op_threads": 2, "inter_op_threads": 2, "omp_num_threads": 1,
          "kmp_affinity": DEFAULT_KMP_AFFINITY, "kmp_blocktime": 1}

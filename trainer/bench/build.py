@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-from trainer.bench.common import interleaved, json_result
+from trainer.bench.common import interleaved
+from trainer.cpu.measure import json_result
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def probe(steps: int, bare: bool) -> dict:
     """In this process (its OpenMP environment already set): samples/sec of the step, with
     a job's thread counts."""
-    from trainer.bench.common import apply_job_cpu_settings, cached_batches, default, default_model, fit_rate
+    from trainer.bench.common import apply_job_cpu_settings, cached_batches, default, default_model
+    from trainer.cpu.measure import fit_rate
 
     if not bare:
         apply_job_cpu_settings()
@@ -93,7 +95,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     labels = [f"{row['build'].split()[0]}: {row['settings']}" for row in result["rows"]]
     return [Chart("build", "TensorFlow build and OpenMP settings (cached input)", "samples/s", labels,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from trainer.bench.common import default, default_model, fit_rate, generated_spec, interleaved, job_input
+from trainer.bench.common import default, default_model, generated_spec, interleaved, job_input
+from trainer.cpu.measure import fit_rate
 
 CASES = ("ceiling", "ceiling-64", "tfrecord", "tfrecord-cached", "libsvm")
 DISTINCT_BATCHES = 64
@@ -74,7 +75,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     return [Chart("ceiling", "Training on the real input against the cached ceiling", "samples/s",
                   [row["case"] for row in result["rows"]], [row["samples_per_sec"] for row in result["rows"]],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 
@@ -13,7 +12,7 @@ from trainer.contract.hyperparameters import SPEC_BY_NAME
 def job_cpu_settings(environ=None):
     """The CPU settings a one-process job would get on this machine (the environment's
     OpenMP variables first, as in a job)."""
-    from trainer import cpu
+    from trainer.cpu import settings as cpu
     from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.contract.job import physical_cores
 
@@ -23,7 +22,7 @@ def job_cpu_settings(environ=None):
 
 def apply_job_cpu_settings() -> None:
     """Run this benchmark process as a job's training process runs: call before TensorFlow loads."""
-    from trainer import cpu
+    from trainer.cpu import settings as cpu
 
     settings = job_cpu_settings()
     cpu.apply_environment(settings)
@@ -88,71 +87,12 @@ def cached_batches(batches: int = 64, feature_size: int | None = None, batch_siz
             .batch(batch_size, drop_remainder=True).cache().repeat())
 
 
-class StepClock:
-    """Times training steps as a job's samples/sec does: in each epoch, from the end of its
-    first call to the end of its last, steps counted as the optimizer's updates (Keras calls
-    back once per steps_per_execution steps). fit's setup, tracing and the iterator's start
-    are left out, being once an epoch, not once a step. Needs only TensorFlow: the DeepCTR
-    environment uses it too."""
-
-    def __init__(self):
-        import tensorflow as tf
-
-        clock = self
-        self.steps, self.seconds = 0, 0.0
-
-        class Callback(tf.keras.callbacks.Callback):
-            def on_epoch_begin(self, epoch, logs=None):
-                self.first = self.last = None
-
-            def on_train_batch_end(self, batch, logs=None):
-                mark = (time.perf_counter(), int(self.model.optimizer.iterations.numpy()))
-                if self.first is None:
-                    self.first = mark
-                else:
-                    self.last = mark
-
-            def on_epoch_end(self, epoch, logs=None):
-                if self.last is not None:
-                    clock.steps += self.last[1] - self.first[1]
-                    clock.seconds += self.last[0] - self.first[0]
-
-        self.callback = Callback()
-
-    def samples_per_sec(self, batch_size: int) -> float:
-        return self.steps * batch_size / self.seconds if self.seconds else 0.0  # 0: one call, none timed
-
-
-def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
-    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps (one
-    call of steps_per_execution steps more runs first, untimed)."""
-    clock = StepClock()
-    # Keras keeps compile's steps_per_execution in this variable (no public accessor).
-    first_call = int(model._steps_per_execution.numpy())
-    model.fit(dataset, steps_per_epoch=steps + first_call, epochs=1, verbose=0, callbacks=[clock.callback])
-    return clock.samples_per_sec(batch_size)
-
-
-def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
-    """Run a measuring process that prints its result as a JSON line; that result."""
-    import json
-    import subprocess
-
-    from trainer.errors import JobError
-
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise JobError(f"{what} failed (exit {done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(lines[-1])
-
-
 def local_job_metrics(job, folder: str) -> tuple[int, dict | None]:
     """Run a `trainer local` job in `folder`; (exit code, the chief's metrics.json or None)."""
-    from trainer import localjob
+    from trainer.local import runner
     from trainer.report import read_metrics
 
-    chief_dir, exit_code = localjob.run(job, folder)
+    chief_dir, exit_code = runner.run(job, folder)
     return exit_code, None if exit_code else read_metrics(os.path.join(chief_dir, "output", "data"))
 
 

@@ -60,7 +60,8 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=0.001)
     args = parser.parse_args()
 
-    from trainer.bench.common import StepClock, apply_job_cpu_settings
+    from trainer.bench.common import apply_job_cpu_settings
+    from trainer.cpu.measure import StepClock
 
     apply_job_cpu_settings()  # the same thread and OpenMP settings as the project's job gets here
     import numpy as np

@@ -92,7 +92,7 @@ def records_per_sec(case: Case) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from trainer.localjob import PipeFeeder
+    from trainer.local.runner import PipeFeeder
 
     cases = args.cases.split(",")
     with tempfile.TemporaryDirectory(prefix="trainer-bench-input-") as folder:
@@ -152,7 +152,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     return [Chart("input", "Input pipeline alone", "records/s", [row["case"] for row in result["rows"]],
                   [row["records_per_sec"] for row in result["rows"]], highlight=["tfrecord-batch"],

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from trainer.bench.common import cached_batches, default, default_model, fit_rate, interleaved
+from trainer.bench.common import cached_batches, default, default_model, interleaved
+from trainer.cpu.measure import fit_rate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +117,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     return [Chart("limit", "Training step against the MLP-shaped matmul", "GFLOP/s",
                   ["training step (achieved)", "MLP matmul chain"],

@@ -20,7 +20,8 @@ import argparse
 import os
 import tempfile
 
-from trainer.bench.common import json_result, local_job_metrics
+from trainer.bench.common import local_job_metrics
+from trainer.cpu.measure import json_result
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 from trainer.errors import JobError
 
@@ -44,9 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def ours(data: dict, args: argparse.Namespace, folder: str) -> dict:
-    from trainer import localjob
+    from trainer.local import runner
 
-    job = localjob.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
+    job = runner.LocalJob({"training": [data["train"]], "evaluation": [data["eval"]]},
                             {"num_epochs": str(args.epochs), "feature_size": str(args.feature_size),
                              "optimizer": args.optimizer, "learning_rate": str(args.learning_rate)})
     exit_code, metrics = local_job_metrics(job, os.path.join(folder, "ours"))
@@ -94,7 +95,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     epochs = f"{result['epochs']} epoch{'s' if result['epochs'] != 1 else ''}"
     return [Chart("peer", f"DeepFM: {result['train_rows']:,} rows, {result['feature_size']:,} ids, {epochs}, "

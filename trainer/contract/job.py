@@ -16,7 +16,7 @@ from typing import Any
 
 from trainer.contract.hyperparameters import SPEC_BY_NAME, Hyperparameters, parse_hyperparameters
 from trainer.errors import JobError
-from trainer.user_code import EntryPoint, locate
+from trainer.contract.user_code import EntryPoint, locate
 
 DEFAULT_BASE_DIR = "/opt/ml"
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"

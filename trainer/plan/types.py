@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass, field
 
-from trainer.peers import PeerWait
+from trainer.launch.peers import PeerWait
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script_process")
 
 
 class LaunchKind(str, enum.Enum):
-    """How a host starts its processes; trainer.launch has one launcher per kind."""
+    """How a host starts its processes; trainer.launch.host has one launcher per kind."""
 
     IN_PROCESS = "in_process"  # `train` itself is the training process
     MPIRUN = "mpirun"  # one host: mpirun starts the ranks

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from trainer import hooks as user_hooks
+from trainer.models import hooks as user_hooks
 from trainer.contract.channels import eval_channel_name
 from trainer.contract.job import Job
 from trainer.data import diagnose
@@ -21,7 +21,7 @@ from trainer.errors import JobError, PeerLost, Stopped
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
-from trainer.supervise import lost_peer_reason
+from trainer.launch.supervise import lost_peer_reason
 from trainer.training import equal_steps, switches
 from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 
-from trainer import cpu
+from trainer.cpu import settings as cpu
 from trainer.errors import JobError
 
 log = logging.getLogger(__name__)

@@ -7,21 +7,21 @@ import sys
 
 # subcommand -> (module with add_arguments(parser) and main(args), help)
 COMMANDS = {
-    "local": ("trainer.localjob", "run a training job here, in a folder laid out like /opt/ml"),
-    "plan": ("trainer.plan_cli", "print how the job will use its hosts and devices (and check its input)"),
+    "local": ("trainer.commands.local", "run a training job here, in a folder laid out like /opt/ml"),
+    "plan": ("trainer.commands.plan", "print how the job will use its hosts and devices (and check its input)"),
     "convert": ("trainer.data.convert", "convert libsvm or raw Criteo files to TFRecord"),
     "datagen": ("trainer.data.datagen", "generate a seeded synthetic Criteo-like dataset"),
     "split": ("trainer.data.split", "split record files into parts by record counts"),
-    "demo": ("trainer.demo", "train DeepFM on a generated dataset through trainer local"),
-    "bench": ("trainer.bench", "run a shipped benchmark"),
-    "tune": ("trainer.tune", "measure CPU thread settings on a job's model and data, and print the best"),
+    "demo": ("trainer.commands.demo", "train DeepFM on a generated dataset through trainer local"),
+    "bench": ("trainer.commands.bench", "run a shipped benchmark"),
+    "tune": ("trainer.commands.tune", "measure CPU thread settings on a job's model and data, and print the best"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["train"]:  # the container entry, also reachable as `trainer train`
-        from trainer.entry import train_main
+        from trainer.commands.train import train_main
 
         return train_main()
     parser = argparse.ArgumentParser(prog="trainer", description=__doc__)

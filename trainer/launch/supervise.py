@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from trainer import peers
+from trainer.launch import peers
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.errors import JobError, Stopped
 from trainer.plan.types import WORKER_COMMAND

@@ -6,7 +6,7 @@ import argparse
 import os
 import shutil
 
-from trainer import localjob
+from trainer.local import runner
 from trainer.data import datagen
 
 
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=400_000)
     parser.add_argument("--eval-rows", type=int, default=50_000)
     parser.add_argument("--input-mode", choices=("File", "Pipe"), default="File")
-    parser.add_argument("--hp", action="append", type=localjob.key_value, default=[], metavar="KEY=VALUE")
+    parser.add_argument("--hp", action="append", type=runner.key_value, default=[], metavar="KEY=VALUE")
 
 
 def ensure_dataset(folder: str, train_rows: int, eval_rows: int) -> dict:
@@ -35,6 +35,6 @@ def main(args: argparse.Namespace) -> int:
     job_dir = os.path.abspath(os.path.join(args.dir, "job"))
     shutil.rmtree(job_dir, ignore_errors=True)  # a fresh job, not a resumed one
     print(f"training DeepFM: trainer local --job-dir {job_dir} --input-mode {args.input_mode}", flush=True)
-    job_dir, exit_code = localjob.run(localjob.LocalJob(channels, dict(args.hp), args.input_mode), job_dir)
-    print(localjob.summary(job_dir, exit_code), flush=True)
+    job_dir, exit_code = runner.run(runner.LocalJob(channels, dict(args.hp), args.input_mode), job_dir)
+    print(runner.summary(job_dir, exit_code), flush=True)
     return exit_code

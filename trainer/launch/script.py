@@ -7,13 +7,13 @@ script) install with no network. Running it is this container's: the toolkit's r
 wait for every host name for up to 15 minutes without a word, do not pass SIGTERM on
 with a bounded grace, and end a worker host of a parameter-server job only when the
 master stops answering `curl` (forever, if it never answered). Here the peers are awaited
-with a bound before this runs (trainer.peers), and:
+with a bound before this runs (trainer.launch.peers), and:
 
 - parameter servers: this host's PS task runs beside its script (AWS's TF_CONFIG); the
   hosts after the first end when the first host's script has ended (or fail, naming it,
   when that host is lost);
 - multi-worker mirrored, or no distribution: the script on every host, each ending itself;
-- MPI: mpirun through trainer.supervise (one host) or the toolkit's MPI runner (several),
+- MPI: mpirun through trainer.launch.supervise (one host) or the toolkit's MPI runner (several),
   each rank started by trainer.script_process.
 """
 from __future__ import annotations
@@ -25,7 +25,9 @@ import subprocess
 import sys
 import threading
 
-from trainer import peers, script_process, supervise
+from trainer import script_process
+from trainer.launch import peers
+from trainer.launch import supervise
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
@@ -142,7 +144,7 @@ def run(job, plan, toolkit_env) -> None:
 
 
 class PeerWatch:
-    """Follows every other host's state (trainer.peers) while this host's script runs: when
+    """Follows every other host's state (trainer.launch.peers) while this host's script runs: when
     one fails, stops or is lost, this script is ended (SIGTERM, then SIGKILL 10 s later)
     and `ended_by` says which host and why, so the job ends in seconds, not when
     TensorFlow's collectives time out."""

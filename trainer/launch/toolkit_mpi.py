@@ -18,7 +18,9 @@ import os
 
 from sagemaker_training import environment, mpi
 
-from trainer import peers, script_process, supervise, worker
+from trainer import script_process, worker
+from trainer.launch import peers
+from trainer.launch import supervise
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.plan.mpi import mpi_options
 

@@ -1,4 +1,4 @@
-"""`trainer local`: run a training job on this machine, in a folder laid out like /opt/ml.
+"""Run a training job on this machine (`trainer local`), in a folder laid out like /opt/ml.
 
 Writes the three config JSONs the way SageMaker does (hyperparameter values as strings),
 links File-mode channels into input/data/<channel>/, and in Pipe mode plays the part of
@@ -50,11 +50,6 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
                         help="give this channel S3DistributionType ShardedByS3Key: each host gets "
                              "every n-th of its files (repeatable)")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_job_arguments(parser)
-    parser.add_argument("--job-dir", help="keep the job folder here (reused: checkpoints resume)")
 
 
 def write_json(path: str, value) -> None:
@@ -218,7 +213,7 @@ def summary(job_dir: str, exit_code: int) -> str:
 
 
 def _train_command() -> list[str]:
-    return [sys.executable, "-m", "trainer.entry"]
+    return [sys.executable, "-m", "trainer.commands.train"]
 
 
 def _prefixed(stream, host: str) -> None:
@@ -230,7 +225,7 @@ def _prefixed(stream, host: str) -> None:
 def _stop_forwarded_to(processes: list):
     """SIGTERM to this process goes on to every host's `train`, as SageMaker's stop (or a
     spot interruption) reaches every container; they save and end by themselves."""
-    from trainer.supervise import handling_sigterm
+    from trainer.launch.supervise import handling_sigterm
 
     def forward(signum, frame):
         for process in processes:
@@ -243,7 +238,7 @@ def _stop_forwarded_to(processes: list):
 def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
     """`train` on every host at once, each in its own network namespace; the first
     non-zero exit code in host order, or 0."""
-    from trainer.netns import HostNamespaces
+    from trainer.local.netns import HostNamespaces
 
     with HostNamespaces(job.host_names) as namespaces:
         processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
@@ -286,14 +281,3 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
         for feeder in feeders:
             feeder.join(timeout=5)
     return folders[job.host_names[0]], exit_code
-
-
-def main(args: argparse.Namespace) -> int:
-    job = LocalJob.from_args(args)
-    job_dir = args.job_dir
-    if not job_dir:
-        job_dir = tempfile.mkdtemp(prefix="trainer-job-")
-        print(f"job folder: {job_dir}", flush=True)
-    chief_dir, exit_code = run(job, job_dir)
-    print(summary(chief_dir, exit_code), flush=True)
-    return exit_code

@@ -79,7 +79,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     sizes = result["feature_sizes"]
     labels = [f"{row['optimizer']} @ {fs:.0e}" for row in result["rows"] for fs in sizes]

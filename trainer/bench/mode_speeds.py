@@ -13,7 +13,7 @@ import argparse
 import os
 import tempfile
 
-from trainer import localjob
+from trainer.local import runner
 from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> dict:
         channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
         for mode in args.modes.split(","):
             hyperparameters, hosts = MODES[mode]
-            job = localjob.LocalJob(channels, {**hyperparameters, "num_epochs": str(args.epochs),
+            job = runner.LocalJob(channels, {**hyperparameters, "num_epochs": str(args.epochs),
                                                "batch_size": str(args.batch_size)}, hosts=hosts)
             exit_code, metrics = local_job_metrics(job, os.path.join(folder, mode))
             row = {"mode": mode, "hosts": hosts, "exit_code": exit_code}
@@ -68,7 +68,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     rows = [row for row in result["rows"] if "train_samples_per_sec" in row]
     return [Chart("modes", "Training speed by distribution mode (same data and model)", "samples/s",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from trainer.bench.common import cached_batches, default, default_model, fit_rate, interleaved
-from trainer.cpu import bfloat16_supported
+from trainer.bench.common import cached_batches, default, default_model, interleaved
+from trainer.cpu.measure import fit_rate
+from trainer.cpu.settings import bfloat16_supported
 
 CASES = {
     "float32": ("none", False),
@@ -77,7 +78,7 @@ def table(result: dict) -> str:
 
 
 def charts(result: dict):
-    from trainer.bench.report import Chart
+    from trainer.bench.charts import Chart
 
     rows = [row for row in result["rows"] if "samples_per_sec" in row]
     return [Chart("switches", "Mixed precision and XLA on this CPU (cached input)", "samples/s",

@@ -1,7 +1,7 @@
 """Hooks: what a user module may replace, so users bring a model, not a training script.
 
 A user module (hyperparameter `user_module`, or the SDK's entry point, `sagemaker_program` in
-`sagemaker_submit_directory`, when it defines a hook: trainer.user_code) may define any of:
+`sagemaker_submit_directory`, when it defines a hook: trainer.contract.user_code) may define any of:
 
     def model_fn(hyperparameters: dict) -> tf.keras.Model
         # outputs P(label = 1), shape [batch, 1]; its inputs are named like parse_fn's features
@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Callable
 
 from trainer.errors import JobError
-from trainer.user_code import HOOK_NAMES
+from trainer.contract.user_code import HOOK_NAMES
 
 log = logging.getLogger(__name__)
 

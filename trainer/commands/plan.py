@@ -8,7 +8,7 @@
 With --channel options the job is laid out as `trainer local` would (in a temporary
 folder), so a cluster can be planned before paying for it; --gpus and --cpus say what its
 instances have. --check-input reads every rank's training input once (see
-trainer.checkinput).
+trainer.data.check).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 
-from trainer import localjob
+from trainer.local import runner
 from trainer.contract.job import base_dir_from_env, read_job
 from trainer.errors import JobError
 from trainer.plan.planner import make_plan
@@ -25,7 +25,7 @@ from trainer.plan.planner import make_plan
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-dir", help="a job folder laid out like /opt/ml (default: $SAGEMAKER_BASE_DIR)")
-    localjob.add_job_arguments(parser)
+    runner.add_job_arguments(parser)
     parser.add_argument("--gpus", type=int, help="GPUs per instance (with --channel)")
     parser.add_argument("--cpus", type=int, help="vCPUs per instance (with --channel)")
     parser.add_argument("--check-input", action="store_true",
@@ -54,7 +54,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
                                "channels with --channel (the FIFOs carry the same files)")
             result["check_input"] = check(plan, {job.current_host: folder}, job)
         return result
-    local = localjob.LocalJob.from_args(args)
+    local = runner.LocalJob.from_args(args)
     for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus)):
         if value is not None:
             os.environ[name] = str(value)
@@ -70,6 +70,6 @@ def plan_and_check(args: argparse.Namespace) -> dict:
 
 
 def check(plan, folders, job) -> dict:
-    from trainer.checkinput import check_input
+    from trainer.data.check import check_input
 
     return check_input(plan, folders, job.hyperparameters.data_format)

@@ -14,15 +14,13 @@ side by side with the starting settings, and kept only if it is still faster by 
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import logging
 import os
 import sys
 import time
 
-from trainer import cpu
+from trainer.cpu import settings as cpu
 
 log = logging.getLogger("trainer")
 
@@ -93,8 +91,8 @@ def probe_command(settings: dict, batch_size: int | None = None, steps: int = PR
 
 
 def measure_in_subprocess(base_dir: str, batch_size: int | None = None):
-    from trainer.bench.common import json_result
     from trainer.contract.job import BASE_DIR_ENV
+    from trainer.cpu.measure import json_result
 
     def measure(settings: dict) -> float:
         command, env = probe_command(settings, batch_size)
@@ -137,87 +135,3 @@ def tuned(job, settings: cpu.CpuSettings, seconds: float) -> cpu.CpuSettings:
                                inter_op_threads=kept["inter_op_threads"], omp_num_threads=kept["omp_num_threads"],
                                kmp_affinity=kept["kmp_affinity"], kmp_blocktime=kept["kmp_blocktime"],
                                sources=sources)
-
-
-def probe(args: argparse.Namespace) -> int:
-    """In a fresh process (OpenMP variables already in its environment): samples/sec of the
-    job's model on the job's training data."""
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.intra)
-    tf.config.threading.set_inter_op_parallelism_threads(args.inter)
-    from trainer import hooks as user_hooks
-    from trainer.bench.common import fit_rate
-    from trainer.contract.job import base_dir_from_env, read_job
-    from trainer.models.optimizers import build_optimizer_state, learning_rate_for
-    from trainer.plan.planner import make_plan
-    from trainer.training.run import Inputs
-
-    job = read_job(base_dir_from_env())
-    plan = make_plan(job)
-    batch_size = args.batch_size or job.hyperparameters.batch_size
-    hooks = user_hooks.resolve(job, learning_rate_for(plan))
-    model = hooks.model_fn()
-    model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy(),
-                  steps_per_execution=plan.steps_per_execution)
-    build_optimizer_state(model.optimizer, model.trainable_variables)
-    process = plan.on_host(job.current_host)[0]
-    dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0).repeat()
-    fit_rate(model, dataset, 2 * plan.steps_per_execution, batch_size)  # trace, fill the first window
-    print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))
-    return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from trainer import localjob
-
-    sub = parser.add_subparsers(dest="tune_command")
-    probe_parser = sub.add_parser("probe", help=argparse.SUPPRESS)
-    probe_parser.add_argument("--intra", type=int, required=True)
-    probe_parser.add_argument("--inter", type=int, required=True)
-    probe_parser.add_argument("--steps", type=int, default=PROBE_STEPS)
-    probe_parser.add_argument("--batch-size", type=int)
-    localjob.add_job_arguments(parser)
-    parser.add_argument("--seconds", type=float, default=120.0, help="time budget of the search")
-    parser.add_argument("--batch-sizes", default="", help="also compare these batch sizes (best settings)")
-    parser.add_argument("--out", default=os.path.join("out", "tune"), help="folder for tune.json")
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.tune_command == "probe":
-        return probe(args)
-    import tempfile
-
-    from trainer import localjob
-    from trainer.contract.job import read_job
-    from trainer.logs import setup_logging
-
-    setup_logging()
-    with tempfile.TemporaryDirectory(prefix="trainer-tune-") as folder:
-        local = localjob.LocalJob.from_args(args)
-        job_dir = local.lay_out(folder)[local.host_names[0]]
-        job = read_job(job_dir)
-        start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
-        outcome = tune_job(job, start, args.seconds)
-        kept, kept_rate, start_rate = outcome.kept, outcome.kept_rate, outcome.start_rate
-        batches = []
-        for batch_size in [int(b) for b in args.batch_sizes.split(",") if b]:
-            batches.append({"batch_size": batch_size,
-                            "samples_per_sec": measure_in_subprocess(job_dir, batch_size)(kept)})
-    result = {"start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
-              "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in outcome.trials],
-              "batch_sizes": batches, "seconds": round(outcome.seconds, 1)}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "tune.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    print("intra | inter | OMP_NUM_THREADS | KMP_AFFINITY | KMP_BLOCKTIME | samples/s")
-    for trial in result["trials"]:
-        print(" | ".join(str(trial[k]) for k in (*start, "samples_per_sec")))
-    verdict = ("the defaults stay: nothing beat them by 3% when measured again" if kept == start else
-               f"best: {kept} at {kept_rate:.0f} samples/s against the defaults' {start_rate:.0f}")
-    print(verdict)
-    for row in batches:
-        print(f"batch_size={row['batch_size']}: {row['samples_per_sec']:.0f} samples/s")
-    print("as hyperparameters: " + " ".join(f"{k}={v}" for k, v in kept.items()))
-    return 0
-

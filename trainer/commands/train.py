@@ -73,7 +73,7 @@ def train_main() -> NoReturn:
     outcome = {}
 
     def work():
-        from trainer import launch
+        from trainer.launch import host as launch
 
         outcome["metrics"] = launch.run(read_job(base_dir))
 

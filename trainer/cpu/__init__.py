@@ -1,0 +1,1 @@
+"""CPU thread settings: decided (settings), measured (measure) and searched (tune)."""

@@ -1,0 +1,64 @@
+"""Measuring a training setting's speed: samples per second of Keras fit, and a measuring
+process's JSON result (`trainer tune` and the benchmarks)."""
+from __future__ import annotations
+
+import time
+
+
+class StepClock:
+    """Times training steps as a job's samples/sec does: in each epoch, from the end of its
+    first call to the end of its last, steps counted as the optimizer's updates (Keras calls
+    back once per steps_per_execution steps). fit's setup, tracing and the iterator's start
+    are left out, being once an epoch, not once a step. Needs only TensorFlow: the DeepCTR
+    environment uses it too."""
+
+    def __init__(self):
+        import tensorflow as tf
+
+        clock = self
+        self.steps, self.seconds = 0, 0.0
+
+        class Callback(tf.keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.first = self.last = None
+
+            def on_train_batch_end(self, batch, logs=None):
+                mark = (time.perf_counter(), int(self.model.optimizer.iterations.numpy()))
+                if self.first is None:
+                    self.first = mark
+                else:
+                    self.last = mark
+
+            def on_epoch_end(self, epoch, logs=None):
+                if self.last is not None:
+                    clock.steps += self.last[1] - self.first[1]
+                    clock.seconds += self.last[0] - self.first[0]
+
+        self.callback = Callback()
+
+    def samples_per_sec(self, batch_size: int) -> float:
+        return self.steps * batch_size / self.seconds if self.seconds else 0.0  # 0: one call, none timed
+
+
+def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
+    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps (one
+    call of steps_per_execution steps more runs first, untimed)."""
+    clock = StepClock()
+    # Keras keeps compile's steps_per_execution in this variable (no public accessor).
+    first_call = int(model._steps_per_execution.numpy())
+    model.fit(dataset, steps_per_epoch=steps + first_call, epochs=1, verbose=0, callbacks=[clock.callback])
+    return clock.samples_per_sec(batch_size)
+
+
+def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
+    """Run a measuring process that prints its result as a JSON line; that result."""
+    import json
+    import subprocess
+
+    from trainer.errors import JobError
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise JobError(f"{what} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(lines[-1])

@@ -1,0 +1,120 @@
+"""Carry out the plan on this host: run the training process here, or start the ranks.
+
+No decisions here: the plan says what to start (trainer.plan.planner).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from trainer import script_process, worker
+from trainer.errors import JobError, PeerLost, Stopped
+from trainer.launch import parameter_server, peers, supervise
+from trainer.launch import script as script_launch
+from trainer.plan.planner import make_plan
+from trainer.plan.types import LaunchKind
+from trainer.report import EXIT_STOPPED, AlreadyReported, read_metrics
+
+log = logging.getLogger("trainer")
+
+
+def run(job) -> dict | None:
+    """Run this host's part of the job; returns the metrics when they are this process's.
+
+    On a multi-host job this host's status port answers from the start (the others wait for
+    it), this host waits for the hosts the plan names, and at the end it publishes how its
+    part ended, which the hosts that follow it read (trainer.launch.peers).
+    """
+    plan = make_plan(job)
+    log.info("entry point: %s", plan.entry)
+    log.info("distribution: %s (%s); %d training process(es) per host, world size %d, global batch %d, "
+             "learning rate %g (x%g); %s", plan.mode, plan.reason, plan.processes_per_host, plan.world_size,
+             plan.global_batch_size, plan.learning_rate, plan.learning_rate_scale, plan.sharding)
+    if len(plan.hosts) == 1:
+        return launch_host(job, plan, None)
+    status = peers.StatusServer(job.current_host, peers.STATUS_PORT)
+    followers: tuple[str, ...] = ()  # hosts to tell how this one ended: once they have answered
+    try:
+        peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec)
+        if plan.leader == job.current_host or plan.watch_peers:
+            followers = tuple(h for h in plan.hosts if h != job.current_host)
+        metrics = launch_host(job, plan, status)
+    except BaseException as err:
+        status.finish(*final_state(err, job.output_dir), followers=followers)
+        raise
+    status.finish(peers.DONE, followers=followers)
+    return metrics
+
+
+@dataclass
+class HostLaunch:
+    """What a launcher is given: the job and plan, this host's status port (None on one
+    host), and for a user's script, what its launch needs from the toolkit."""
+
+    job: object
+    plan: object
+    status: object
+    toolkit_env: object = None  # the toolkit's Environment, read once per host
+    explain: object = None  # writes a script rank's failure file from mpirun's output
+    cwd: str | None = None  # where the script's processes start
+
+
+def launch_host(job, plan, status) -> dict | None:
+    """Start this host's processes the way the plan's launch kind says; the metrics when
+    they are this host's."""
+    launch = HostLaunch(job, plan, status)
+    if job.runs_script:
+        launch.toolkit_env = script_process.toolkit_environment(job)
+        script_launch.prepare(job, launch.toolkit_env)
+        # A script writes no failure file of its own: its rank's output says why it failed.
+        launch.explain, launch.cwd = script_launch.mpirun_failure_writer(job, plan), job.entry_point.code_dir
+    return LAUNCHERS[plan.launch.kind](launch)
+
+
+def run_in_process(launch: HostLaunch) -> dict:
+    return worker.run_process(launch.job, launch.plan, launch.plan.on_host(launch.job.current_host)[0])
+
+
+def run_script(launch: HostLaunch) -> None:
+    script_launch.run(launch.job, launch.plan, launch.toolkit_env)
+
+
+def run_mpirun(launch: HostLaunch) -> dict | None:
+    job, plan = launch.job, launch.plan
+    supervise.run_mpirun(job, plan, plan.launch.command, cwd=launch.cwd, explain=launch.explain)
+    return read_metrics(job.output_data_dir)
+
+
+def run_toolkit_mpi(launch: HostLaunch) -> dict | None:
+    from trainer.launch import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
+
+    toolkit_mpi.run(launch.job, launch.plan, launch.explain)
+    return read_metrics(launch.job.output_data_dir)
+
+
+def final_state(err: BaseException, output_dir: str) -> tuple[str, str]:
+    """(state, reason) to publish for a host whose part ended with `err`."""
+    if isinstance(err, AlreadyReported):  # the processes wrote the reason
+        state = peers.STOPPED if err.exit_code == EXIT_STOPPED else peers.FAILED
+        return state, first_failure_line(output_dir) or f"exit code {err.exit_code}"
+    if isinstance(err, Stopped):
+        return peers.STOPPED, str(err)
+    return peers.FAILED, str(err) if isinstance(err, (JobError, PeerLost)) else f"{type(err).__name__}: {err}"
+
+
+def first_failure_line(output_dir: str) -> str:
+    try:
+        with open(os.path.join(output_dir, "failure")) as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+LAUNCHERS = {
+    LaunchKind.IN_PROCESS: run_in_process,
+    LaunchKind.SCRIPT: run_script,
+    LaunchKind.MPIRUN: run_mpirun,
+    LaunchKind.SAGEMAKER_MPI: run_toolkit_mpi,
+    LaunchKind.PARAMETER_SERVER: parameter_server.run,
+}
