@@ -123,7 +123,7 @@ def callbacks(batch_size: int, model=None, log_steps: int = 100) -> list:
 
 def export(model, version: int = 1) -> str | None:
     """The model as a SavedModel in TF Serving's layout under SM_MODEL_DIR (chief only)."""
-    from trainer.training.run import export_saved_model
+    from trainer.training.saving import export_saved_model
 
     if not is_chief():
         return None

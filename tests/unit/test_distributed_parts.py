@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from trainer.models.optimizers import WarmupSchedule
 from trainer.training import equal_steps
-from trainer.training.run import Evaluator
+from trainer.training.evaluation import Evaluator
 
 
 def batches(count, size=4):

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.bench import report
+    from trainer.bench import charts
     from trainer.bench.common import apply_job_cpu_settings
     from trainer.logs import setup_logging
 
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     module = importlib.import_module(BENCHMARKS[args.benchmark])
     result = module.run(args)
     table = module.table(result)
-    paths = report.write(args.out, args.benchmark, module.__doc__, result, table, module.charts(result))
+    paths = charts.write(args.out, args.benchmark, module.__doc__, result, table, module.charts(result))
     print(table)
     print("\nwritten: " + ", ".join(paths))
     return 0

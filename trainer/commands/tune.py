@@ -29,7 +29,7 @@ def probe(args: argparse.Namespace) -> int:
     from trainer.models import hooks as user_hooks
     from trainer.models.optimizers import build_optimizer_state, learning_rate_for
     from trainer.plan.planner import make_plan
-    from trainer.training.run import Inputs
+    from trainer.training.inputs import Inputs
 
     job = read_job(base_dir_from_env())
     plan = make_plan(job)

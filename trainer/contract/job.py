@@ -145,6 +145,31 @@ def _channels(environment, input_data_config: dict, config_path: str) -> dict[st
     return channels
 
 
+def _hosts(resource_config: dict, rc_path: str) -> tuple[tuple[str, ...], str]:
+    """(hosts, current host) from resourceconfig.json, checked."""
+    hosts = resource_config.get("hosts")
+    current_host = resource_config.get("current_host")
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
+        raise JobError(f"{rc_path}: 'hosts' must be a non-empty list of host names")
+    if current_host not in hosts:
+        raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
+    groups = resource_config.get("instance_groups") or []
+    if len(groups) > 1:
+        names = ", ".join(f"{g.get('instance_group_name')} ({g.get('instance_type')})" for g in groups)
+        raise JobError(f"{rc_path}: instance groups {names}: heterogeneous clusters are not supported by this "
+                       "image; run one instance type (instance_type and instance_count)")
+    return tuple(hosts), current_host
+
+
+def _entry_point(env) -> EntryPoint | None:
+    """sagemaker_program, located and classified (None: the built-in model)."""
+    user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
+    if not user_program:
+        return None
+    kind = SPEC_BY_NAME["entry_point_kind"]
+    return locate(user_program, env.module_dir, kind.parse(env.hyperparameters.get(kind.name, kind.default)))
+
+
 def read_job(base_dir: str | None = None) -> Job:
     """Read and validate the job folder (default: $SAGEMAKER_BASE_DIR or /opt/ml)."""
     base_dir = os.path.abspath(base_dir or base_dir_from_env())
@@ -154,33 +179,15 @@ def read_job(base_dir: str | None = None) -> Job:
     resource_config = _read_config(environment, "resourceconfig.json", environment.read_resource_config)
     input_data_config = _read_config(environment, "inputdataconfig.json", environment.read_input_data_config)
     raw_hyperparameters = _read_config(environment, "hyperparameters.json", environment.read_hyperparameters)
-
-    rc_path = os.path.join(environment.input_config_dir, "resourceconfig.json")
-    hosts = resource_config.get("hosts")
-    current_host = resource_config.get("current_host")
-    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
-        raise JobError(f"{rc_path}: 'hosts' must be a non-empty list of host names")
-    if current_host not in hosts:
-        raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
-
-    groups = resource_config.get("instance_groups") or []
-    if len(groups) > 1:
-        names = ", ".join(f"{g.get('instance_group_name')} ({g.get('instance_type')})" for g in groups)
-        raise JobError(f"{rc_path}: instance groups {names}: heterogeneous clusters are not supported by this "
-                       "image; run one instance type (instance_type and instance_count)")
+    hosts, current_host = _hosts(resource_config, os.path.join(environment.input_config_dir, "resourceconfig.json"))
 
     env = environment.Environment(
         resource_config=resource_config,
         input_data_config=input_data_config or None,
         hyperparameters=raw_hyperparameters,
     )
-    framework_params = dict(env.additional_framework_parameters)
-    user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
-    entry_point = None
-    if user_program:
-        kind = SPEC_BY_NAME["entry_point_kind"]
-        entry_point = locate(user_program, env.module_dir, kind.parse(env.hyperparameters.get(kind.name, kind.default)))
-    hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=bool(user_program),
+    entry_point = _entry_point(env)
+    hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=entry_point is not None,
                                             for_script=bool(entry_point and entry_point.is_script))
 
     allowed_cpus = os.sched_getaffinity(0)
@@ -189,7 +196,7 @@ def read_job(base_dir: str | None = None) -> Job:
     output_dir = output_dir_of(base_dir)
     return Job(
         base_dir=base_dir,
-        hosts=tuple(hosts),
+        hosts=hosts,
         current_host=current_host,
         instance_type=env.current_instance_type,
         network_interface=env.network_interface_name,
@@ -198,7 +205,7 @@ def read_job(base_dir: str | None = None) -> Job:
         num_gpus=int(os.environ.get("SM_NUM_GPUS", env.num_gpus)),
         channels=_channels(environment, input_data_config, os.path.join(environment.input_config_dir, "inputdataconfig.json")),
         hyperparameters=hyperparameters,
-        framework_params=framework_params,
+        framework_params=dict(env.additional_framework_parameters),  # the sagemaker_* keys
         model_dir=model_dir,
         output_dir=output_dir,
         output_data_dir=os.environ.get("SM_OUTPUT_DATA_DIR", os.path.join(output_dir, "data")),

@@ -1,0 +1,139 @@
+"""What a training process tells while it trains: its samples per second (the job's) and
+the watchdog's heartbeat. Keras refuses batch-level callbacks with some strategies
+(parameter servers), so each comes in an epoch-level form and a batch-level one;
+`progress_callbacks` picks for the runtime."""
+from __future__ import annotations
+
+import logging
+import time
+
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+
+def _updates(model) -> int:
+    # Steps are counted as the optimizer's updates: Keras calls back once per
+    # steps_per_execution steps, and a step where the ranks agreed to end the epoch
+    # (equal_steps) makes none.
+    return int(model.optimizer.iterations.numpy())
+
+
+class EpochThroughput(tf.keras.callbacks.Callback):
+    """The job's samples per second over whole epochs, tracing included (for modes that
+    allow no batch-level callbacks: parameter servers, whose steps are every worker's)."""
+
+    def __init__(self, samples_per_step: int):
+        super().__init__()
+        self.samples_per_step = samples_per_step
+        self.timed_steps = 0
+        self.timed_seconds = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.perf_counter()
+        self.first_step = _updates(self.model)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.timed_steps += _updates(self.model) - self.first_step
+        self.timed_seconds += time.perf_counter() - self.started
+
+    @property
+    def samples_per_sec(self) -> float:
+        return self.timed_steps * self.samples_per_step / self.timed_seconds if self.timed_seconds else 0.0
+
+
+class Throughput(EpochThroughput):
+    """Logs `step=N epoch=E loss=L samples/sec=S` when a multiple of `log_steps` steps is
+    passed (Keras calls back once per steps_per_execution steps).
+
+    The rate is this process's, times the number of training processes (they run in
+    lockstep): the job's samples per second. It excludes the first call of each fit
+    (graph tracing, the first window's parse) unless nothing else ran; an epoch's last,
+    partial batch counts as a full one.
+    """
+
+    def __init__(self, samples_per_step: int, log_steps: int, prints: bool = True):
+        super().__init__(samples_per_step)
+        self.log_steps = log_steps
+        self.prints = prints  # only the chief prints progress lines
+        self.first_calls = [0, 0.0]  # steps and seconds of the calls left out
+
+    def on_train_begin(self, logs=None):
+        self.step = _updates(self.model)
+        self.window_start = None
+        self.window_steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch + 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        pass  # timed by windows of calls instead
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.window_start is None:
+            self.call_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step, now = _updates(self.model), time.perf_counter()
+        if self.window_start is None:  # first call of this fit: tracing, not timed
+            self.first_calls[0] += step - self.step
+            self.first_calls[1] += now - self.call_start
+            self.window_start, self.step = now, step
+            return
+        self.window_steps += step - self.step
+        log_now = step // self.log_steps > self.step // self.log_steps
+        self.step = step
+        if log_now:
+            self._close_window(now, logs)
+
+    def on_train_end(self, logs=None):
+        if self.window_start is not None:
+            step = _updates(self.model)  # the pass may end inside a call, with no call back for its steps
+            self.window_steps += step - self.step
+            self.step = step
+            self._close_window(time.perf_counter(), None)
+
+    def _close_window(self, now, logs):
+        seconds = now - self.window_start
+        if self.window_steps and seconds > 0:
+            self.timed_steps += self.window_steps
+            self.timed_seconds += seconds
+            if logs is not None and self.prints:
+                rate = self.window_steps * self.samples_per_step / seconds
+                log.info("step=%d epoch=%d loss=%.5f samples/sec=%.1f",
+                         self.step, self.epoch, logs.get("loss", float("nan")), rate)
+        self.window_start, self.window_steps = now, 0
+
+    @property
+    def samples_per_sec(self) -> float:
+        if self.timed_seconds:
+            return super().samples_per_sec
+        steps, seconds = self.first_calls
+        return steps * self.samples_per_step / seconds if seconds else 0.0
+
+
+class EpochHeartbeat(tf.keras.callbacks.Callback):
+    """Tells the watchdog an epoch made progress (modes without batch-level callbacks:
+    their stall limit applies to a whole epoch)."""
+
+    def __init__(self, watchdog):
+        super().__init__()
+        self.watchdog = watchdog
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.watchdog.progress(_updates(self.model))
+
+
+class Heartbeat(EpochHeartbeat):
+    """Tells the watchdog each call into TensorFlow made progress."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.watchdog.progress(_updates(self.model))
+
+
+def progress_callbacks(runtime, plan, log_steps: int, watchdog) -> tuple[EpochThroughput, EpochHeartbeat]:
+    """(throughput, heartbeat) at the finest level the runtime allows."""
+    if runtime.batch_callbacks:
+        return (Throughput(runtime.batch_size * plan.world_size, log_steps, runtime.writes_outputs),
+                Heartbeat(watchdog))
+    return EpochThroughput(runtime.batch_size), EpochHeartbeat(watchdog)

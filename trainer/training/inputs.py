@@ -1,0 +1,82 @@
+"""What a training process reads: its training and evaluation input, and TensorFlow's input
+errors turned into errors that name the channel, file and line."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from trainer.contract.channels import eval_channel_name
+from trainer.contract.job import Job
+from trainer.data import diagnose
+from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
+
+INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.errors.UnknownError,
+                tf.errors.OutOfRangeError)
+
+
+@contextlib.contextmanager
+def input_errors_explained(specs, hooks, hp):
+    """Re-raise TensorFlow's input errors as JobErrors naming the channel, file and line."""
+    try:
+        yield
+    except INPUT_ERRORS as err:
+        explained = diagnose.job_error_inside(err)
+        if explained is None and not hooks.custom_parse:
+            explained = diagnose.explain(err, specs, hp.field_size, hp.feature_size)
+        if explained is None:
+            raise
+        raise explained from err
+
+
+@dataclass
+class Inputs:
+    """What this process reads, as specs (for error diagnosis) and epoch datasets."""
+
+    train_spec: InputSpec
+    train: EpochInput
+    eval_channel: str | None  # the job's evaluation channel
+    eval_spec: InputSpec | None  # this process's part of it (None: evaluates nothing itself)
+    eval: EpochInput | None
+
+    @property
+    def specs(self) -> list[InputSpec]:
+        return [spec for spec in (self.train_spec, self.eval_spec) if spec]
+
+    @staticmethod
+    def training(job: Job, plan, process, hooks, batch_size: int, list_at_runtime: bool = False) -> EpochInput:
+        """The training input of `process` (this one, or a parameter-server worker)."""
+        hp = job.hyperparameters
+        spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard)
+        if list_at_runtime:
+            spec = dataclasses.replace(spec, files=(), list_at_runtime=True)
+        return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
+                          hp.seed + (process.rank or 0),
+                          should_cache(hp.cache_input, spec, plan.processes_per_host), hp.pipe_wait_sec,
+                          pipe_reader(hp.pipe_reader))
+
+    @staticmethod
+    def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
+        hp = job.hyperparameters
+        train = Inputs.training(job, plan, process, hooks, batch_size)
+        train_spec = train.spec
+        eval_channel = eval_channel_name(job)
+        if eval_channel is None or process.eval_shard is None:
+            return Inputs(train_spec, train, eval_channel, None, None)
+        eval_spec = InputSpec.for_channels([job.channels[eval_channel]], hp.data_format, process.eval_shard)
+        evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), batch_size,
+                                cache=should_cache(hp.cache_input, eval_spec, plan.processes_per_host),
+                                pipe_wait_sec=hp.pipe_wait_sec, reader=pipe_reader(hp.pipe_reader))
+        return Inputs(train_spec, train, eval_channel, eval_spec, evaluation)
+
+    def describe(self) -> str:
+        mode = self.train_spec.channels[0].input_mode
+        if self.train_spec.is_pipe:
+            mode += f" read by {self.train.reader}"
+        text = (f"training channel(s) '{self.train_spec.name}' ({mode}, "
+                f"{self.train_spec.data_format}, shard {self.train_spec.shard_count}/{self.train_spec.shard_index}, "
+                f"cache={self.train.cache})")
+        return text + (f"; evaluation channel '{self.eval_channel}'" if self.eval_channel
+                       else "; no evaluation channel")
