@@ -66,3 +66,13 @@ def test_nothing_imports_the_front_doors():
     importers = {name: sorted(targets & doors) for name, targets in edges.items()
                  if targets & doors and name not in doors}
     assert importers == {}
+
+
+def test_the_plan_depends_on_nothing_that_carries_it_out():
+    """Job -> Plan -> Launch -> Worker -> Training: the planner and the modes' rules import
+    no launcher, training process or command."""
+    later = ("trainer.launch", "trainer.worker", "trainer.training", "trainer.commands", "trainer.script_process")
+    edges = graph()
+    reaching_later = {name: sorted(t for t in targets if t.startswith(later))
+                      for name, targets in edges.items() if name.startswith("trainer.plan")}
+    assert {name: targets for name, targets in reaching_later.items() if targets} == {}

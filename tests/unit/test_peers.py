@@ -12,7 +12,7 @@ import pytest
 
 from trainer.launch import peers
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch.peers import PeerWait
+from trainer.plan.types import PeerWait
 
 UNRESOLVABLE = "algo-2.invalid"  # .invalid never resolves (RFC 2606)
 

@@ -19,16 +19,13 @@ import socket
 import socketserver
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from trainer.errors import JobError, PeerLost, Stopped
+from trainer.plan.types import STATUS_PORT, PeerWait  # what the plan says to wait for
 
 log = logging.getLogger("trainer")
 
-# Every host's `train` in a multi-host job answers here with its state (next to SageMaker's
-# TensorFlow ports 2222-2224).
-STATUS_PORT = 2225
 LOG_EVERY_SEC = 10.0
 CONNECT_TIMEOUT_SEC = 2.0
 CHECK_TIMEOUT_SEC = 10.0  # one check of one peer (a lookup, then a connect or a login)
@@ -42,15 +39,6 @@ LEADER_EXIT_WAIT_SEC = 60.0
 
 RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
 UNRESOLVED = "does not resolve"
-
-
-@dataclass(frozen=True)
-class PeerWait:
-    """Something on another host that must answer before this host goes on."""
-
-    host: str
-    port: int
-    what: str  # how the log and the failure name it: "train", "ps task", "sshd"
 
 
 def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:

@@ -12,8 +12,7 @@ import contextlib
 import importlib
 
 from trainer.errors import JobError
-from trainer.launch.peers import STATUS_PORT, PeerWait
-from trainer.plan.types import SCRIPT_RANK_COMMAND, Launch, LaunchKind, Process
+from trainer.plan.types import SCRIPT_RANK_COMMAND, STATUS_PORT, Launch, LaunchKind, PeerWait, Process
 
 
 class Deferred:

@@ -15,10 +15,9 @@ import logging
 import os
 
 from trainer.modes.base import Mode, Runtime, register, tf
-from trainer.launch.peers import PeerWait
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
-from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, Process
+from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, PeerWait, Process
 
 log = logging.getLogger(__name__)
 MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS

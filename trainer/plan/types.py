@@ -4,7 +4,6 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass, field
 
-from trainer.launch.peers import PeerWait
 
 
 @dataclass(frozen=True)
@@ -30,6 +29,20 @@ class Process:
     def name(self) -> str:
         """How logs and the failure file name it: "rank 1 on algo-2", "chief on algo-1"."""
         return f"rank {self.rank} on {self.host}" if self.rank is not None else f"{self.role} on {self.host}"
+
+
+# Every host's `train` in a multi-host job answers here with its state (next to SageMaker's
+# TensorFlow ports 2222-2224; trainer.launch.peers).
+STATUS_PORT = 2225
+
+
+@dataclass(frozen=True)
+class PeerWait:
+    """Something on another host that must answer before this host goes on."""
+
+    host: str
+    port: int
+    what: str  # how the log and the failure name it: "train", "ps task", "sshd"
 
 
 # What a launched process runs ("python": the launcher's interpreter): the container's
