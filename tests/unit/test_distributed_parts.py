@@ -99,3 +99,16 @@ def test_mpirun_names_the_first_rank_that_failed(output, expected):
     from trainer.launch.supervise import first_failed_rank
 
     assert first_failed_rank(output) == expected
+
+
+def test_the_toolkits_mpi_runner_starts_the_module_the_plan_names():
+    """Across hosts the toolkit's runner starts a file per rank: the plan's rank module's."""
+    from test_planner import MPI_2, job
+
+    from trainer.launch.toolkit_mpi import rank_program
+    from trainer.plan.planner import make_plan
+
+    plan = make_plan(job(hosts=2, sdk=MPI_2))
+    assert plan.launch.command[-3:] == ("python", "-m", "trainer.worker")
+    assert rank_program(plan.launch.command).endswith("trainer/worker.py")
+    assert rank_program(("python", "-m", "trainer.script_process")).endswith("trainer/script_process.py")

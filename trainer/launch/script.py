@@ -26,8 +26,7 @@ import sys
 import threading
 
 from trainer import script_process
-from trainer.launch import peers
-from trainer.launch import supervise
+from trainer.launch import peers, supervise
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 

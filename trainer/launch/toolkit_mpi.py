@@ -13,15 +13,13 @@ way and follow the master's state, passing a SIGTERM on to their own ranks.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
-import os
 
 from sagemaker_training import environment, mpi
 
-from trainer import script_process, worker
-from trainer.launch import peers
-from trainer.launch import supervise
 from trainer.contract.job import BASE_DIR_ENV
+from trainer.launch import peers, supervise
 from trainer.plan.mpi import mpi_options
 
 log = logging.getLogger("trainer")
@@ -43,6 +41,14 @@ class BoundedMasterRunner(mpi.MasterRunner):
                        answers=ssh_login)
 
 
+def rank_program(command) -> str:
+    """The file the toolkit's runner starts for each rank (`python -m mpi4py <file>`): the
+    module the plan's mpirun command ends with, `python -m <module>` (our worker, or the
+    rank's environment set before it becomes the user's script)."""
+    assert command[-3:-1] == ("python", "-m"), command
+    return importlib.util.find_spec(command[-1]).origin
+
+
 def run(job, plan, explain=None) -> None:
     """`explain`: trainer.supervise.run_mpirun's, for ranks that write no failure file."""
     timeout = job.hyperparameters.peer_wait_sec
@@ -55,10 +61,8 @@ def run(job, plan, explain=None) -> None:
         supervise.follow_leader(job, plan, f"the MPI master on {master}",
                                 on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
         return
-    # Each rank: our worker, or the rank's environment set before it becomes the user's script.
-    rank_program = script_process if job.runs_script else worker
     runner = BoundedMasterRunner(
-        os.path.abspath(rank_program.__file__), [],
+        rank_program(plan.launch.command), [],
         {**plan.launch.env, BASE_DIR_ENV: job.base_dir}, plan.processes_per_host, master,
         list(plan.hosts), mpi_options(job), job.network_interface, instance_type=job.instance_type,
         timeout_in_seconds=timeout)
