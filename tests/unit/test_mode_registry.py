@@ -27,7 +27,6 @@ def pair_mode():
         sharded_evaluation = True
         precedence = 5  # asked before the built-in modes
 
-
         def suits(self, job):
             return "three hosts: two per host" if len(job.hosts) == 3 else None
 
