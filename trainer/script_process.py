@@ -30,8 +30,8 @@ import os
 import shlex
 import sys
 
-from trainer.cpu import settings as cpu
 from trainer.contract.job import BASE_DIR_ENV, base_dir_from_env, read_job
+from trainer.cpu import settings as cpu
 
 PYTHON_PACKAGE, PYTHON_PROGRAM, COMMAND = "package", "program", "command"
 

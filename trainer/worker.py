@@ -10,8 +10,8 @@ import logging
 import os
 import sys
 
-from trainer.cpu import settings as cpu
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
+from trainer.cpu import settings as cpu
 from trainer.plan.planner import make_plan
 from trainer.report import report_failures
 

@@ -12,8 +12,8 @@ from trainer.contract.hyperparameters import SPEC_BY_NAME
 def job_cpu_settings(environ=None):
     """The CPU settings a one-process job would get on this machine (the environment's
     OpenMP variables first, as in a job)."""
-    from trainer.cpu import settings as cpu
     from trainer.contract.hyperparameters import parse_hyperparameters
+    from trainer.cpu import settings as cpu
     from trainer.contract.job import physical_cores
 
     allowed = os.sched_getaffinity(0)
@@ -38,10 +38,10 @@ def default_model(feature_size: int | None = None, optimizer: str | None = None,
     one-process job."""
     import tensorflow as tf
 
+    from trainer import modes
     from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.models.deepfm import build_deepfm
     from trainer.models.optimizers import build_optimizer_state, make_optimizer
-    from trainer import modes
     from trainer.plan.planner import steps_per_execution
 
     model = build_deepfm(default("field_size"), feature_size or default("feature_size"), default("embedding_size"),

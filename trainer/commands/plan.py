@@ -17,9 +17,9 @@ import json
 import os
 import tempfile
 
-from trainer.local import runner
 from trainer.contract.job import base_dir_from_env, read_job
 from trainer.errors import JobError
+from trainer.local import runner
 from trainer.plan.planner import make_plan
 
 

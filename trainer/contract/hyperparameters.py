@@ -181,9 +181,10 @@ def _fmt(number: float) -> str:
 
 
 
-
 def distributions() -> tuple[str, ...]:
+    """The `distribution` hyperparameter's values: auto, and every registered mode."""
     return (AUTO,) + modes.names()
+
 
 # The container's own settings: a user's training script is not given them as arguments
 # (argparse rejects names it does not know); every other hyperparameter goes to it.

@@ -26,8 +26,8 @@ import sys
 import threading
 
 from trainer import script_process
-from trainer.launch import peers, supervise
 from trainer.errors import JobError, PeerLost, Stopped
+from trainer.launch import peers, supervise
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
@@ -98,7 +98,7 @@ def report_script_failure(job, who: str, how: str, output: str) -> str:
 
 
 def mpirun_failure_writer(job, plan):
-    """For trainer.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
+    """For trainer.launch.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
     output (its --tag-output marks whose each line is)."""
     def explain(rank, how, output):
         who = plan.process(rank).name if rank is not None else f"one of its {plan.world_size} ranks"

@@ -50,7 +50,7 @@ def rank_program(command) -> str:
 
 
 def run(job, plan, explain=None) -> None:
-    """`explain`: trainer.supervise.run_mpirun's, for ranks that write no failure file."""
+    """`explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file."""
     timeout = job.hyperparameters.peer_wait_sec
     master = plan.leader
     if job.current_host != master:

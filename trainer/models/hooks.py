@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from trainer.errors import JobError
 from trainer.contract.user_code import HOOK_NAMES
+from trainer.errors import JobError
 
 log = logging.getLogger(__name__)
 
