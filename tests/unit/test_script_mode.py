@@ -11,6 +11,7 @@ import pytest
 from test_planner import job
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.errors import JobError
+from trainer.launch.host import describe
 from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
 from trainer.plan.planner import make_plan
 from trainer.contract.user_code import EntryPoint, classify, classify_source
@@ -18,20 +19,124 @@ from trainer.contract.user_code import EntryPoint, classify, classify_source
 HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"
 SCRIPT_WITH_GUARD = "import argparse\n\ndef main():\n    pass\n\nif __name__ == '__main__':\n    main()\n"
 TOP_LEVEL_SCRIPT = "import os\nmodel_dir = os.environ['SM_MODEL_DIR']\nprint(model_dir)\n"
-HOOKS_AND_GUARD = "def parse_fn(s, hp):\n    return s\n\nif __name__ == '__main__':\n    print('try me')\n"
+
+# In the style of the parameter-server DeepFM demo: argparse at the top, the Estimator
+# API's model_fn, train_and_evaluate; TF 1 (tf.compat.v1, an app.run main) and TF 2 (Keras
+# layers inside model_fn), each with and without a __main__ guard.
+ESTIMATOR_ARGS = """import argparse
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model_dir", type=str)
+args, _ = parser.parse_known_args()
+"""
+TF1_MODEL_FN = """
+def model_fn(features, labels, mode, params):
+    logits = tf.compat.v1.layers.dense(features["x"], 1)
+    loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, logits)
+    train_op = tf.compat.v1.train.AdagradOptimizer(params["lr"]).minimize(loss)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+def main(_):
+    estimator = tf.estimator.Estimator(model_fn=model_fn, model_dir=args.model_dir, params={"lr": 0.01})
+    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+"""
+TF2_MODEL_FN = """
+def model_fn(features, labels, mode, params=None, config=None):
+    logits = tf.keras.layers.Dense(1)(features["x"])
+    loss = tf.reduce_mean(tf.keras.losses.binary_crossentropy(labels, logits, from_logits=True))
+    optimizer = tf.keras.optimizers.Adagrad(0.01)
+    train_op = optimizer.get_updates(loss, tf.compat.v1.trainable_variables())[0]
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+def main():
+    estimator = tf.estimator.Estimator(model_fn, model_dir=args.model_dir)
+    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+"""
+TF1_ESTIMATOR = ESTIMATOR_ARGS + TF1_MODEL_FN + "\ntf.compat.v1.app.run(main)\n"
+TF1_ESTIMATOR_GUARDED = ESTIMATOR_ARGS + TF1_MODEL_FN + "\nif __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n"
+TF2_ESTIMATOR = ("import tensorflow as tf\n" + TF2_MODEL_FN
+                 + "\nestimator = tf.estimator.Estimator(model_fn)\ntf.estimator.train_and_evaluate(estimator, t, e)\n")
+TF2_ESTIMATOR_GUARDED = ESTIMATOR_ARGS + TF2_MODEL_FN + "\nif __name__ == '__main__':\n    main()\n"
+ESTIMATOR_MODEL_FN_ONLY = "import tensorflow as tf\n" + TF2_MODEL_FN.split("def main")[0]
+KERAS_WITH_PARSE_HELPER = """import os
+import tensorflow as tf
+
+def parse_fn(record):
+    return tf.io.parse_single_example(record, {"x": tf.io.FixedLenFeature([4], tf.float32)})
+
+dataset = tf.data.TFRecordDataset(os.environ["SM_CHANNEL_TRAINING"]).map(parse_fn)
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.fit(dataset, epochs=1)
+"""
+HOOKS_WITH_CONSTANTS = '''"""My model's hooks."""
+import tensorflow as tf
+from tensorflow import keras
+
+EMBEDDING_DIM: int = 8
+FIELDS = ("user", "item", -1)
+try:
+    import horovod.tensorflow as hvd
+except ImportError:
+    hvd = None
+
+
+@tf.function
+def _helper(x):
+    return x
+
+
+class Tower(keras.layers.Layer):
+    units = 4
+
+
+def model_fn(hp):
+    return None
+
+
+def parse_fn(serialized, hp, window=None):
+    return serialized
+
+
+def optimizer_fn(hyperparameters):
+    return None
+'''
+HOOKS_AND_GUARD = "def model_fn(hp):\n    return None\n\nif __name__ == '__main__':\n    print(model_fn({}))\n"
+HOOKS_AND_TOP_LEVEL_CALL = "import logging\nlog = logging.getLogger(__name__)\n\ndef optimizer_fn(hp):\n    return None\n"
 NESTED_MODEL_FN = "def build():\n    def model_fn(hp):\n        return None\n    return model_fn\nbuild()\n"
+OVERRIDE = "set the hyperparameter entry_point_kind=hooks"
 
 
-@pytest.mark.parametrize("source, kind, why", [
-    (HOOKS_MODULE, "hooks", "m.py defines model_fn at its top level"),
-    (HOOKS_AND_GUARD, "hooks", "m.py defines parse_fn at its top level"),
-    (SCRIPT_WITH_GUARD, "script", "has a __main__ guard"),
-    (TOP_LEVEL_SCRIPT, "script", "a script that runs at its top level"),
-    (NESTED_MODEL_FN, "script", "a script that runs at its top level"),  # only top-level hooks count
-])
-def test_kind_from_the_source(source, kind, why):
+@pytest.mark.parametrize("source, kind, why, hint", [
+    (HOOKS_MODULE, "hooks", "m.py defines model_fn at its top level and runs nothing when imported", False),
+    (HOOKS_WITH_CONSTANTS, "hooks", "m.py defines model_fn, parse_fn, optimizer_fn at its top level", False),
+    (TF1_ESTIMATOR, "script", "defines model_fn(features, labels, mode, params) (the Estimator API's model_fn), "
+                              "not the hook model_fn(hyperparameters); runs code at its top level (line 4: parser = "
+                              "argparse.ArgumentParser())", False),
+    (TF1_ESTIMATOR_GUARDED, "script", "the Estimator API's model_fn", False),
+    (TF2_ESTIMATOR, "script", "defines model_fn(features, labels, mode, params, config) (the Estimator API's "
+                              "model_fn), not the hook model_fn(hyperparameters); runs code at its top level "
+                              "(line 14: estimator = tf.estimator.Estimator(model_fn))", False),
+    (TF2_ESTIMATOR_GUARDED, "script", "the Estimator API's model_fn", False),
+    (ESTIMATOR_MODEL_FN_ONLY, "script", "m.py defines model_fn(features, labels, mode, params, config) "
+                                        "(the Estimator API's model_fn), not the hook", False),
+    (KERAS_WITH_PARSE_HELPER, "script", "defines parse_fn(record), not the hook parse_fn(serialized, hyperparameters); "
+                                        "runs code at its top level (line 7: dataset = tf.data.TFRecordDataset(os.environ[\"SM_CHANNEL_...)",
+     False),
+    (SCRIPT_WITH_GUARD, "script", "defines no hook (model_fn, parse_fn, optimizer_fn); has a __main__ guard (line 6)",
+     False),
+    (TOP_LEVEL_SCRIPT, "script", "runs code at its top level (line 3: print(model_dir))", False),
+    (NESTED_MODEL_FN, "script", "defines no hook", False),  # only top-level hooks count
+    (HOOKS_AND_GUARD, "script", "m.py has a __main__ guard (line 4): a training script", True),
+    (HOOKS_AND_TOP_LEVEL_CALL, "script", "runs code at its top level (line 2: log = logging.getLogger(__name__))",
+     True),
+], ids=["hooks", "hooks-constants-imports", "tf1-estimator", "tf1-estimator-guard", "tf2-estimator",
+        "tf2-estimator-guard", "estimator-model-fn-only", "keras-parse-helper", "guard", "top-level",
+        "nested-model-fn", "hooks-and-guard", "hooks-and-a-call"])
+def test_kind_from_the_source(source, kind, why, hint):
     got_kind, got_why = classify_source(source, "m.py")
-    assert got_kind == kind and why in got_why
+    assert got_kind == kind and why in got_why, got_why
+    assert (OVERRIDE in got_why) == hint, got_why
 
 
 def test_a_script_is_never_run_to_decide(tmp_path):
@@ -118,6 +223,21 @@ def test_script_plan(name):
     if processes is not None:
         assert [(p.host[-1], p.role, p.rank, p.channels, p.shard, p.tf_config and p.tf_config["task"])
                 for p in plan.processes] == processes
+
+
+@pytest.mark.parametrize("the_job, runs_script, says, never", [
+    (script_job(hosts=2, sdk=MPI_2), True, "horovod (sagemaker_mpi_enabled: Horovod over MPI); 2 script "
+     "process(es) per host, world size 4, the script sets its own batch size and learning rate (scale them by "
+     "TRAINER_LEARNING_RATE_SCALE=4, or kit.learning_rate)", "global batch"),
+    (script_job(), True, "1 script process(es) per host, world size 1, the script sets its own batch size and "
+     "learning rate (scale them by TRAINER_LEARNING_RATE_SCALE=1", "learning rate 0.001"),
+    (job(hosts=2, sdk=MPI_2), False, "2 training process(es) per host, world size 4, global batch 1024, learning "
+     "rate 0.004 (x4)", "TRAINER_LEARNING_RATE_SCALE"),
+], ids=["script-mpi", "script-one-host", "built-in-mpi"])
+def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never):
+    """A script picks its own batch size and learning rate: its line says what it is given instead."""
+    line = describe(make_plan(the_job), runs_script)
+    assert says in line and never not in line, line
 
 
 # What sagemaker-tensorflow-training 20.5.0's _build_tf_config_for_ps and _for_mwms return.

@@ -263,7 +263,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
          "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
     Spec("entry_point_kind", "str", "auto", "What sagemaker_program is; auto: hooks if it defines "
-         "model_fn, parse_fn or optimizer_fn at its top level, else a training script run as AWS's "
+         "model_fn(hp), parse_fn(serialized, hp) or optimizer_fn(hp) at its top level and runs nothing "
+         "when imported (no __main__ guard, no top-level call), else a training script run as AWS's "
          "TensorFlow container runs it (decided from its source; trainer plan says why).",
          group="input", choices=("auto", "hooks", "script")),
     # Distribution: decided by the planner from the job; these override its choices

@@ -1,8 +1,9 @@
 """The user's entry point (`sagemaker_program` in `sagemaker_submit_directory`): fetch it,
 and tell a hooks module from a training script by reading its source, never by running it.
 
-A hooks module defines `model_fn`, `parse_fn` or `optimizer_fn` at its top level and the
-container trains with them. Anything else is a training script, run as AWS's TensorFlow
+A hooks module defines `model_fn`, `parse_fn` or `optimizer_fn` at its top level, with the
+hooks' parameters, and does nothing else when imported; the container trains with them.
+Anything else is a training script, run as AWS's TensorFlow
 container runs it: a Python file with its own `model.fit`, a shell script, or a package
 with a `setup.py` (the SageMaker training toolkit's three kinds of entry point). The
 hyperparameter `entry_point_kind` (hooks or script) overrides the decision.
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 from trainer.errors import JobError
 
 HOOKS, SCRIPT = "hooks", "script"
-HOOK_NAMES = ("model_fn", "parse_fn", "optimizer_fn")
+# The hooks and their parameters (trainer.models.hooks, docs/sagemaker.md).
+HOOK_SIGNATURES = {"model_fn": ("hyperparameters",), "parse_fn": ("serialized", "hyperparameters"),
+                   "optimizer_fn": ("hyperparameters",)}
+HOOK_NAMES = tuple(HOOK_SIGNATURES)
 
 
 @dataclass(frozen=True)
@@ -43,19 +47,88 @@ def _is_main_guard(node: ast.stmt) -> bool:
                                                    for c in test.comparators))
 
 
+def _runs_something(node: ast.AST) -> bool:
+    """Whether evaluating this expression or statement calls anything (or awaits, yields)."""
+    return any(isinstance(inner, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for inner in ast.walk(node))
+
+
+def _first_action(body: list[ast.stmt], source: str) -> str | None:
+    """Where a module's top level does something when imported, in words; None when it only
+    imports, defines (functions, classes, with their decorators), documents and assigns
+    constants (conditionally too: `try: import x` / `if X:`)."""
+    for node in body:
+        if _is_main_guard(node):
+            return f"has a __main__ guard (line {node.lineno})"
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Pass, ast.Global, ast.Nonlocal)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring, or any bare literal
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and not _runs_something(node):
+            continue  # a constant
+        if isinstance(node, ast.If) and not _runs_something(node.test):
+            inner = _first_action(node.body, source) or _first_action(node.orelse, source)
+        elif isinstance(node, ast.Try):
+            inner = next(filter(None, (_first_action(part, source) for part in
+                                       [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody])),
+                         None)
+        else:
+            inner = f"runs code at its top level (line {node.lineno}: {_excerpt(node, source)})"
+        if inner:
+            return inner
+    return None
+
+
+def _excerpt(node: ast.stmt, source: str, limit: int = 60) -> str:
+    text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0].strip()
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _required_positional(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int | None]:
+    """(parameters a caller must pass by position, the most it may pass; None: any)."""
+    arguments = function.args
+    positional = len(arguments.posonlyargs) + len(arguments.args)
+    return positional - len(arguments.defaults), None if arguments.vararg else positional
+
+
+def _hook_shape_problem(function) -> str | None:
+    """Why a top-level function named like a hook is not one (None: it is), e.g. the
+    Estimator API's `model_fn(features, labels, mode)`."""
+    wanted = HOOK_SIGNATURES[function.name]
+    required, most = _required_positional(function)
+    if required <= len(wanted) <= (most if most is not None else len(wanted)):
+        return None
+    arguments = function.args
+    names = ", ".join(a.arg for a in [*arguments.posonlyargs, *arguments.args])
+    estimator = " (the Estimator API's model_fn)" if function.name == "model_fn" and required >= 3 else ""
+    return f"defines {function.name}({names}){estimator}, not the hook {function.name}({', '.join(wanted)})"
+
+
 def classify_source(source: str, filename: str) -> tuple[str, str]:
-    """(kind, why) of a Python entry point from its syntax tree (pure: nothing runs)."""
+    """(kind, why) of a Python entry point from its syntax tree (pure: nothing runs).
+
+    Hooks only when importing it does nothing but define them: its top level holds only
+    imports, definitions, docstrings and constants, and each top-level function named like a
+    hook has that hook's parameters. A `__main__` guard, any top-level call (argparse,
+    `fit`, `train_and_evaluate`) or a `model_fn(features, labels, mode)` make it a script."""
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as err:
         raise JobError(f"entry point {filename}: line {err.lineno}: {err.msg}") from None
-    hooks = [node.name for node in tree.body
-             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_NAMES]
+    named = [node for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_SIGNATURES]
+    misshaped = [problem for problem in map(_hook_shape_problem, named) if problem]
+    hooks = [node.name for node in named if not _hook_shape_problem(node)]
+    action = _first_action(tree.body, source)
+    if hooks and not misshaped and not action:
+        return HOOKS, f"{filename} defines {', '.join(hooks)} at its top level and runs nothing when imported"
+    reasons = misshaped + ([action] if action else [])
+    if not named:
+        reasons.insert(0, f"defines no hook ({', '.join(HOOK_NAMES)})")
+    why = f"{filename} {'; '.join(reasons)}: a training script, run as AWS's TensorFlow container runs it"
     if hooks:
-        return HOOKS, f"{filename} defines {', '.join(hooks)} at its top level"
-    if any(_is_main_guard(node) for node in tree.body):
-        return SCRIPT, f"{filename} defines no hook ({', '.join(HOOK_NAMES)}) and has a __main__ guard"
-    return SCRIPT, f"{filename} defines no hook ({', '.join(HOOK_NAMES)}): a script that runs at its top level"
+        why += f" (to train its {', '.join(hooks)} as hooks instead, set the hyperparameter entry_point_kind=hooks)"
+    return SCRIPT, why
 
 
 def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:

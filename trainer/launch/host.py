@@ -28,9 +28,7 @@ def run(job) -> dict | None:
     """
     plan = make_plan(job)
     log.info("entry point: %s", plan.entry)
-    log.info("distribution: %s (%s); %d training process(es) per host, world size %d, global batch %d, "
-             "learning rate %g (x%g); %s", plan.mode, plan.reason, plan.processes_per_host, plan.world_size,
-             plan.global_batch_size, plan.learning_rate, plan.learning_rate_scale, plan.sharding)
+    log.info("distribution: %s", describe(plan, job.runs_script))
     if len(plan.hosts) == 1:
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT)
@@ -45,6 +43,20 @@ def run(job) -> dict | None:
         raise
     status.finish(peers.DONE, followers=followers)
     return metrics
+
+
+def describe(plan, runs_script: bool) -> str:
+    """The plan in one line of the log. A script chooses its own batch size and learning
+    rate: it is told its process's share (the scale of trainer.kit.learning_rate, its shard)."""
+    processes = f"{plan.processes_per_host} {'script' if runs_script else 'training'} process(es) per host"
+    if runs_script:
+        what = (f"the script sets its own batch size and learning rate (scale them by "
+                f"TRAINER_LEARNING_RATE_SCALE={plan.learning_rate_scale:g}, or kit.learning_rate)")
+    else:
+        what = (f"global batch {plan.global_batch_size}, learning rate {plan.learning_rate:g} "
+                f"(x{plan.learning_rate_scale:g})")
+    return (f"{plan.mode} ({plan.reason}); {processes}, world size {plan.world_size}, {what}; "
+            f"{plan.sharding}")
 
 
 @dataclass
