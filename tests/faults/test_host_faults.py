@@ -1,7 +1,9 @@
 """Host faults of multi-host jobs, in network namespaces (a host each, SageMaker's names and
-ports): a second host that resolves but whose `train` never answers, and the parameter-
-server coordinator's host lost mid-training. Each asserts the exit status, the failure
-file's first line and a bound on the time to end."""
+ports): a second host that resolves but whose `train` never answers, the parameter-server
+coordinator's host lost mid-training, and the end of a job whose hosts end apart (a host
+stopped after its part succeeded, a host whose peer never ends). Each asserts the exit
+status, the failure file's first line (or that there is none) and a bound on the time to end."""
+import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +24,7 @@ pytestmark = [
                        reason="simulated hosts need network namespaces: root and iproute2"),
 ]
 END_WITHIN_SEC = 60  # after the fault: a hang guard, not a speed claim
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
 
 
 def failure_line(folder: str) -> str:
@@ -67,3 +70,83 @@ def test_a_lost_coordinator_host_fails_the_other_hosts_naming_it(aws_split, tmp_
     assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": second_host})  # its tasks ended with it
     record_fault("the parameter-server coordinator's host lost (SIGKILL to its `train`), another host's "
                  "failure file", line, seconds)
+
+
+class HostProcess:
+    """One host's `train`, started in its namespace, its output kept in a file."""
+
+    def __init__(self, namespaces, host: str, folder: str, log_path):
+        self.host, self.folder, self.log_path = host, folder, log_path
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(namespaces.command(host, [sys.executable, "-m", "trainer.commands.train"]),
+                                            cwd=PROJECT_ROOT, env={**os.environ, "SAGEMAKER_BASE_DIR": folder},
+                                            stdout=log, stderr=subprocess.STDOUT)
+
+    @property
+    def log(self) -> str:
+        return open(self.log_path, errors="replace").read()
+
+    def wait_for_log(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if text in self.log:
+                return
+            time.sleep(0.1)
+        assert text in self.log, f"{self.host}: no {text!r} in its log:\n{self.log[-3000:]}"
+
+    def output(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.folder, "output", name))
+
+
+@contextlib.contextmanager
+def hosts_apart(tmp_path, **hyperparameters):
+    """A two-host script job with no distribution whose first host trains for 10 minutes
+    and whose second host ends at once; every host's `train` is killed at the end."""
+    job = LocalJob({}, {"sagemaker_program": "end_apart.py", "sagemaker_submit_directory": SCRIPTS,
+                        "seconds_first": "600", "seconds_others": "0",
+                        **{k: str(v) for k, v in hyperparameters.items()}}, hosts=2)
+    folders = job.lay_out(str(tmp_path / "job"))
+    with HostNamespaces(job.host_names) as namespaces:
+        hosts = [HostProcess(namespaces, host, folders[host], tmp_path / f"{host}.log") for host in job.host_names]
+        try:
+            yield hosts
+        finally:
+            for host in hosts:
+                if host.process.poll() is None:
+                    host.process.kill()  # its script dies with it
+                host.process.wait()
+
+
+def test_a_host_stopped_after_its_part_succeeded_ends_with_success(tmp_path, record_fault):
+    """SageMaker's local mode stops every container once the first one exits: a host whose
+    part is over keeps its success (exit 0, no failure file, the model kept)."""
+    with hosts_apart(tmp_path) as (first, second):
+        second.wait_for_log("this host's part has ended; waiting for algo-1 to end theirs")
+        stopped = time.monotonic()
+        second.process.send_signal(signal.SIGTERM)
+        code = second.process.wait(timeout=END_WITHIN_SEC)
+        seconds = time.monotonic() - stopped
+        assert first.process.poll() is None  # still training
+    assert code == 0, second.log[-3000:]
+    assert second.output("success") and not second.output("failure"), second.log[-3000:]
+    assert "SIGTERM after this host's part succeeded: ending with success" in second.log
+    assert seconds < 5
+    record_fault("SIGTERM to a host whose part has succeeded while another host still trains (exit 0)",
+                 "(none: output/success, exit 0)", seconds)
+
+
+def test_a_host_whose_peer_never_ends_exits_within_the_bound(tmp_path, record_fault):
+    peer_wait_sec = 5
+    with hosts_apart(tmp_path, peer_wait_sec=peer_wait_sec) as (first, second):
+        second.wait_for_log("this host's part has ended; waiting for algo-1 to end theirs")
+        ended = time.monotonic()
+        code = second.process.wait(timeout=peer_wait_sec + END_WITHIN_SEC)
+        seconds = time.monotonic() - ended
+        assert first.process.poll() is None
+    assert code == 0 and second.output("success") and not second.output("failure"), second.log[-3000:]
+    said = (f"algo-1 did not end its part within {peer_wait_sec} s (peer_wait_sec): this host ends anyway, its own "
+            "part having succeeded; see algo-1's log")
+    assert said in second.log
+    assert peer_wait_sec - 1 <= seconds < peer_wait_sec + 10  # timed from the log line, just after the wait began
+    record_fault(f"a host whose part succeeded, while another host never ends its own (peer_wait_sec="
+                 f"{peer_wait_sec}; exit 0, the log names it)", said, seconds)

@@ -106,6 +106,20 @@ def test_two_host_scripts_get_aws_s_tf_config(aws_split, tmp_path, program, sdk,
         assert [c["task"]["index"] for c in configs] == [0, 1]
 
 
+def test_hosts_that_end_apart_end_together(tmp_path):
+    """No distribution, two hosts: the second host's script ends at once, the first saves
+    the model 4 s later; the second host's `train` waits for it, then both end with success."""
+    run = run_local(tmp_path, {}, {"sagemaker_program": "end_apart.py", "sagemaker_submit_directory": SCRIPTS,
+                                   "seconds_first": 4, "seconds_others": 0}, hosts=2)
+    assert run.exit_code == 0, run.log[-3000:]
+    second = [line for line in run.log.splitlines() if line.startswith("[algo-2]")]
+    waited = next(i for i, line in enumerate(second) if "this host's part has ended; waiting for algo-1" in line)
+    assert any("every host's part has ended" in line for line in second[waited:]), "\n".join(second)
+    for host in ("algo-1", "algo-2"):
+        assert os.path.exists(os.path.join(tmp_path, host, "output", "success"))
+    assert os.path.exists(os.path.join(tmp_path, "algo-1", "model", "model.json"))
+
+
 def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
     channels = {"training-1": aws_split["training"], "training-2": aws_split["evaluation"]}
     run = run_local(tmp_path, channels, script("kit_pipe_train.py", batch_size=500, **MPI_2), input_mode="Pipe")

@@ -3,6 +3,7 @@ this machine: what answers, what never resolves, what never answers, and how a l
 final state (or its silence) reaches a follower."""
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -108,18 +109,12 @@ def end(leader, state, reason=""):
     threading.Thread(target=run).start()
 
 
-def test_a_follower_sees_the_leader_running_then_done_then_gone(leader):
+def test_a_follower_returns_once_the_leader_is_done(leader):
     assert peers.read_status("localhost", leader.port, "algo-2") == "running"
     started = time.monotonic()
-    threading.Timer(0.3, end, (leader, peers.DONE)).start()
-    follow(leader, exit_wait_sec=30)
-    assert time.monotonic() - started < 10  # it ended when the port closed, not after exit_wait_sec
-    assert peers.read_status("localhost", leader.port, "algo-2") is None
-
-
-def test_a_follower_waits_a_bounded_time_for_a_done_leader_to_end(leader):
-    leader.finish(peers.DONE, followers=())  # its process never ends
-    follow(leader, exit_wait_sec=0.5)
+    threading.Timer(0.3, leader.finish, (peers.DONE,)).start()  # its process goes on (waiting for the job's end)
+    follow(leader)
+    assert time.monotonic() - started < 5
     assert peers.read_status("localhost", leader.port, "algo-2") == "done"
 
 
@@ -178,3 +173,54 @@ def test_the_leader_does_not_wait_for_a_follower_that_is_gone(leader):
 def test_a_leader_without_followers_does_not_wait(leader):
     leader.finish(peers.FAILED, "bad input", followers=(), wait_sec=30)  # returns at once
     assert peers.read_status("localhost", leader.port, "algo-2") == "failed bad input"
+
+
+def status_port(state=None, reason=""):
+    """Another host's `train`: its status port, in `state` (None: running)."""
+    server = peers.StatusServer("algo-x", 0)
+    if state is not None:
+        server.finish(state, reason)
+    return server
+
+
+# The other hosts' states as this host's part has succeeded -> which of them it waits for
+# until the end (by name), given 3 s at most.
+JOB_END_CASES = {
+    "every other host done": ([peers.DONE, peers.DONE], []),
+    "one failed, one stopped: their parts have ended too": ([peers.FAILED, peers.STOPPED], []),
+    "one gone (its train has exited)": (["gone", peers.DONE], []),
+    "one still running until the bound": ([peers.DONE, None], ["localhost"]),
+}
+
+
+@pytest.mark.parametrize("name", JOB_END_CASES)
+def test_a_host_whose_part_succeeded_waits_for_the_others_to_end(name, caplog):
+    caplog.set_level(logging.INFO, logger="trainer")
+    states, still_running = JOB_END_CASES[name]
+    servers = [status_port(state if state != "gone" else None) for state in states]
+    if "gone" in states:
+        servers[states.index("gone")].close()
+    others = [PeerWait(host, server.port, "train") for host, server in zip(("127.0.0.1", "localhost"), servers)]
+    started = time.monotonic()
+    assert peers.wait_for_the_job_end("algo-1", others, timeout_sec=3, poll_sec=0.2) == still_running
+    seconds = time.monotonic() - started
+    if still_running:
+        assert 3 <= seconds < 8
+        assert ("localhost did not end its part within 3 s (peer_wait_sec): this host ends anyway, its own part "
+                "having succeeded; see localhost's log") in caplog.text
+    else:
+        assert seconds < 3 and "every host's part has ended" in caplog.text
+    for server in servers:
+        server.close()
+
+
+def test_the_wait_for_the_job_end_lasts_until_the_last_host_ends(caplog):
+    caplog.set_level(logging.INFO, logger="trainer")
+    slow = status_port()
+    threading.Timer(1.0, slow.finish, (peers.DONE,)).start()
+    started = time.monotonic()
+    assert peers.wait_for_the_job_end("algo-1", [PeerWait("localhost", slow.port, "train")], timeout_sec=30,
+                                      poll_sec=0.1, log_every_sec=0.4) == []
+    assert 1.0 <= time.monotonic() - started < 5
+    assert re.search(r"still waiting after \d+ s of 30 s for localhost to end", caplog.text)
+    slow.close()

@@ -28,6 +28,13 @@ def stop_outside_training(signum, frame) -> None:
     raise Stopped("stopped by SIGTERM outside training (while starting or ending): nothing to save")
 
 
+def end_after_success(signum, frame) -> None:
+    """SIGTERM once this host's part has succeeded (its outputs written, the other hosts
+    being awaited): the job is ending, and this host's part of it did not fail."""
+    log.info("SIGTERM after this host's part succeeded: ending with success")
+    end_process(0)
+
+
 TOOLKIT_MODULE_ENV = "SAGEMAKER_TRAINING_MODULE"
 # The image's environment defaults (container/environment, baked in by container/install.sh).
 IMAGE_ENVIRONMENT = "/etc/trainer/environment"
@@ -75,10 +82,12 @@ def train_main() -> NoReturn:
     def work():
         from trainer.launch import host as launch
 
-        outcome["metrics"] = launch.run(read_job(base_dir))
+        outcome["job"] = read_job(base_dir)
+        outcome["metrics"] = launch.run(outcome["job"])
 
     exit_code = report_failures(output_dir, work)
     if exit_code == 0:
+        signal.signal(signal.SIGTERM, end_after_success)
         write_success(output_dir)
         metrics = outcome.get("metrics")
         if metrics and metrics.get("export_dir"):
@@ -86,6 +95,9 @@ def train_main() -> NoReturn:
                      metrics["train_samples_per_sec"], metrics["export_dir"])
         else:
             log.info("done: this host's part of the job has ended")
+        from trainer.launch.host import end_with_the_job
+
+        end_with_the_job(outcome["job"])
     end_process(exit_code)
 
 

@@ -296,7 +296,9 @@ SPECS: tuple[Spec, ...] = (
          group="distribution", minimum=1.0),
     Spec("peer_wait_sec", "float", 300.0, "Multi-host jobs: how long each host waits for the "
          "others to resolve and answer (their train, parameter-server tasks, sshd) before the job fails "
-         "naming the ones missing; logged every 10 s while it lasts.", group="distribution", minimum=1.0),
+         "naming the ones missing; logged every 10 s while it lasts. Also how long a host whose part "
+         "succeeded waits for the others' parts to end, so that the job's hosts end together.",
+         group="distribution", minimum=1.0),
     # CPU (P17): auto values are derived from the job's CPUs at start and logged
     Spec("intra_op_threads", "int", None, "TensorFlow intra-op threads; auto: the vCPUs per process minus one (left to the input pipeline).",
          group="cpu", minimum=0, allow_auto=True),

@@ -24,7 +24,8 @@ def run(job) -> dict | None:
 
     On a multi-host job this host's status port answers from the start (the others wait for
     it), this host waits for the hosts the plan names, and at the end it publishes how its
-    part ended, which the hosts that follow it read (trainer.launch.peers).
+    part ended, which the other hosts read (trainer.launch.peers); the port answers until
+    the process ends (end_with_the_job).
     """
     plan = make_plan(job)
     log.info("entry point: %s", plan.entry)
@@ -41,8 +42,16 @@ def run(job) -> dict | None:
     except BaseException as err:
         status.finish(*final_state(err, job.output_dir), followers=followers)
         raise
-    status.finish(peers.DONE, followers=followers)
+    status.finish(peers.DONE)  # read by every other host before it ends (end_with_the_job)
     return metrics
+
+
+def end_with_the_job(job) -> None:
+    """After this host's part has succeeded and its outputs are written: on several hosts,
+    wait (bounded by peer_wait_sec) until every other host's part has ended too, so that the
+    job's hosts end together (trainer.launch.peers.wait_for_the_job_end)."""
+    others = [peers.PeerWait(host, peers.STATUS_PORT, "train") for host in job.hosts if host != job.current_host]
+    peers.wait_for_the_job_end(job.current_host, others, job.hyperparameters.peer_wait_sec)
 
 
 def describe(plan, runs_script: bool) -> str:

@@ -7,10 +7,12 @@ a reason that names them and how long it tried. SageMaker's training toolkit wai
 for up to 15 minutes without a word, and for sshd without a bound; a job whose peer never
 comes must end sooner and say which one.
 
-After: in modes where one host's end is the job's end (the parameter-server coordinator's,
-the MPI master's), that host publishes how its part went on its status port: running,
-done, stopped or failed with its reason. The other hosts follow it and so tell a leader
-that finished from one that was lost (its port stops answering before a final state).
+After: every host publishes how its part went on its status port: running, done, stopped
+or failed with its reason. In modes where one host's end is the job's end (the
+parameter-server coordinator's, the MPI master's) the other hosts follow it and so tell a
+leader that finished from one that was lost (its port stops answering before a final
+state). A host whose part succeeded waits, bounded, for every other host's part to end
+before it exits: the job's hosts end together (wait_for_the_job_end).
 """
 from __future__ import annotations
 
@@ -34,10 +36,11 @@ RESOLVE_TIMEOUT_SEC = 5.0  # one lookup; a host that does not resolve in this is
 LOST_AFTER_SEC = 10.0
 # How long a leader keeps its final state up for the followers that have not read it yet.
 FINAL_STATE_WAIT_SEC = 30.0
-# How long a follower that has read the leader's final state waits for its process to end.
-LEADER_EXIT_WAIT_SEC = 60.0
+# A host whose `train` does not answer on this many polls in a row has ended (exited).
+GONE_AFTER_POLLS = 2
 
 RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
+FINAL_STATES = (DONE, STOPPED, FAILED)
 UNRESOLVED = "does not resolve"
 
 
@@ -88,23 +91,28 @@ def describe(missing: dict[PeerWait, str]) -> str:
     return "; ".join(dict.fromkeys(texts))
 
 
-def check_all(peers: list[PeerWait], answers: Callable[[PeerWait, str], bool],
-              timeout: float = CHECK_TIMEOUT_SEC) -> dict[PeerWait, str | None]:
-    """Every peer checked at once, each in a daemon thread: a check that hangs (a connect
-    to an address that drops packets) neither delays the others beyond `timeout` nor keeps
-    the process from ending."""
-    results: dict[PeerWait, str | None] = {}
+def _at_once(function: Callable, peers: list[PeerWait], timeout: float, late) -> dict:
+    """function(peer) for every peer at once, each in a daemon thread: one that hangs (a
+    connect to an address that drops packets) neither delays the others beyond `timeout`
+    nor keeps the process from ending; its result is then `late`."""
+    results: dict = {}
 
-    def check(peer):
-        results[peer] = _check(peer, answers)
+    def call(peer):
+        results[peer] = function(peer)
 
-    threads = [threading.Thread(target=check, args=(peer,), daemon=True) for peer in peers]
+    threads = [threading.Thread(target=call, args=(peer,), daemon=True) for peer in peers]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    return {peer: results.get(peer, f"no answer within {timeout:.0f} s") for peer in peers}
+    return {peer: results.get(peer, late) for peer in peers}
+
+
+def check_all(peers: list[PeerWait], answers: Callable[[PeerWait, str], bool],
+              timeout: float = CHECK_TIMEOUT_SEC) -> dict[PeerWait, str | None]:
+    """Every peer checked at once: None for each that answers, else what is missing."""
+    return _at_once(lambda peer: _check(peer, answers), peers, timeout, f"no answer within {timeout:.0f} s")
 
 
 def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerWait, str], bool] = tcp_answers,
@@ -233,19 +241,22 @@ def read_status(host: str, port: int, me: str) -> str | None:
         return None
 
 
+def is_final(status: str | None) -> bool:
+    return status is not None and status.partition(" ")[0] in FINAL_STATES
+
+
 def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] = lambda: None,
-           poll_sec: float = 1.0, lost_after_sec: float = LOST_AFTER_SEC,
-           exit_wait_sec: float = LEADER_EXIT_WAIT_SEC, clock=time.monotonic) -> None:
+           poll_sec: float = 1.0, lost_after_sec: float = LOST_AFTER_SEC, clock=time.monotonic) -> None:
     """Wait until `leader` (named `who` in reasons: "the coordinator on algo-1") has
-    published a final state and its process has ended (its port closed, or `exit_wait_sec`
-    after the final state): return on done; raise Stopped or PeerLost naming it otherwise,
-    or when its port stops answering for `lost_after_sec` before a final state. `alive()`
-    is called each poll and raises when something of this host's own has failed."""
-    silent_since = final = final_at = None
+    published a final state: return on done; raise Stopped or PeerLost naming it otherwise,
+    or when its port stops answering for `lost_after_sec` before a final state. A leader
+    publishes its state once its part is over: it no longer needs this host's processes.
+    `alive()` is called each poll and raises when something of this host's own has failed."""
+    silent_since = None
     while True:
         alive()
         status = read_status(leader, port, me)
-        if final is not None and (status is None or clock() - final_at >= exit_wait_sec):
+        if is_final(status):
             break
         if status is None:
             silent_since = silent_since if silent_since is not None else clock()
@@ -254,11 +265,48 @@ def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] 
                                f"{lost_after_sec:.0f} s): its host failed or was lost; see its log")
         else:
             silent_since = None
-            if status.partition(" ")[0] in (DONE, STOPPED, FAILED) and final is None:
-                final, final_at = status, clock()
         time.sleep(poll_sec)
-    state, _, reason = final.partition(" ")
+    state, _, reason = status.partition(" ")
     if state == STOPPED:
         raise Stopped(f"{me}: the job was stopped; {who}: {reason}")
     if state == FAILED:
         raise PeerLost(f"{me}: {who} failed: {reason}")
+
+
+def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, poll_sec: float = 1.0,
+                         log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic) -> list[str]:
+    """After this host's part has succeeded: return once every other host's part has ended
+    too (its state is final, or its `train` has gone), or after `timeout_sec`, naming then
+    the hosts still running. Meanwhile this host's status port keeps saying "done".
+
+    The job's hosts end together: SageMaker bills each instance until the whole job ends,
+    so waiting costs nothing there, and where the first container to exit stops the others
+    (the SDK's local mode runs `docker-compose up --abort-on-container-exit`) no host is
+    stopped in the middle of its own saving. Returns the hosts that had not ended."""
+    running = {peer.host: peer for peer in others}
+    silent = {host: 0 for host in running}
+    started = last_log = clock()
+    if running:
+        log.info("this host's part has ended; waiting for %s to end theirs (at most %.0f s, peer_wait_sec)",
+                 ", ".join(running), timeout_sec)
+    while running:
+        states = _at_once(lambda peer: read_status(peer.host, peer.port, me), list(running.values()),
+                          CHECK_TIMEOUT_SEC, None)
+        for peer, status in states.items():
+            silent[peer.host] = 0 if status is not None else silent[peer.host] + 1
+            if is_final(status) or silent[peer.host] >= GONE_AFTER_POLLS:
+                del running[peer.host]
+        elapsed = clock() - started
+        if not running:
+            log.info("every host's part has ended (waited %.0f s)", elapsed)
+            break
+        if elapsed >= timeout_sec:
+            log.warning("%s did not end its part within %.0f s (peer_wait_sec): this host ends anyway, its own "
+                        "part having succeeded; see %s's log", ", ".join(running), timeout_sec,
+                        " and ".join(running))
+            break
+        if clock() - last_log >= log_every_sec:
+            last_log = clock()
+            log.info("still waiting after %.0f s of %.0f s for %s to end", elapsed, timeout_sec, ", ".join(running))
+        time.sleep(poll_sec)
+    return sorted(running)
