@@ -2,89 +2,19 @@
 algorithm (Estimator with hyperparameters) and in script mode (TensorFlow estimator with
 an entry point and `distribution=`), on one and on two hosts; and the repair of the SDK's
 network when it was made without DNS."""
-import json
 import os
 import re
-import shutil
-import signal
 import subprocess
-import tarfile
-import time
 import uuid
 
 import pytest
 
-from conftest import IMAGE, PROJECT_ROOT
+from conftest import PROJECT_ROOT
+from sdk_jobs import (HERE, ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members,
+                      sdk_inputs, sdk_job, sdk_path, user_scripts)  # noqa: F401 (fixtures)
 from trainer.report import METRIC_DEFINITIONS
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
-HERE = os.path.dirname(os.path.abspath(__file__))
-# Hang guards, not speed claims: a one-host job ends in about a minute, a two-host one in two.
-ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC = 180, 300
-
-
-@pytest.fixture(scope="session")
-def sdk_path(network_ready):
-    done = subprocess.run(["./build.sh", "sdk-setup"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="session")
-def sdk_inputs(aws_split, tmp_path_factory):
-    """file:// channels: the SDK copies folders."""
-    folder = tmp_path_factory.mktemp("sdk-data")
-    inputs = {}
-    for name, path in aws_split.items():
-        (folder / name).mkdir()
-        shutil.copy(path, folder / name)
-        inputs[name] = f"file://{folder / name}"
-    return inputs
-
-
-def sdk_job(sdk_path, tmp_path, job, timeout):
-    """Run the job through the SDK; whatever happens (a failure, the hang guard), its
-    containers and network are brought down before this returns."""
-    python = os.path.join(sdk_path.split(os.pathsep)[-1], "python")
-    record = tmp_path / "compose-files"
-    env = {**os.environ, "PATH": sdk_path + os.pathsep + os.environ["PATH"], "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "TRAINER_COMPOSE_RECORD": str(record)}
-    job = {"image": IMAGE, "output": f"file://{tmp_path / 'output'}", **job}
-    started = time.monotonic()
-    sdk = subprocess.Popen([python, os.path.join(HERE, "sdk", "run_job.py"), json.dumps(job)], cwd=tmp_path, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = sdk.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(sdk.pid, signal.SIGKILL)  # the SDK, podman-compose and its podman clients
-        stdout, stderr = sdk.communicate()
-        pytest.fail(f"the job did not end within {timeout} s; its log ends:\n{(stdout + stderr)[-5000:]}")
-    finally:  # also when the test itself is interrupted
-        if sdk.poll() is None:
-            os.killpg(sdk.pid, signal.SIGKILL)
-        bring_down(sdk_path, record)
-    log = stdout + stderr
-    (tmp_path / "sdk-job.log").write_text(log)  # kept with the test's folder, for a look afterwards
-    results = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    assert results, log[-5000:]
-    return json.loads(results[-1][len("RESULT "):]), log, time.monotonic() - started
-
-
-def bring_down(sdk_path, record) -> None:
-    """Remove the containers and networks of every compose file the job used."""
-    if not record.exists():
-        return
-    podman_compose = os.path.join(sdk_path.split(os.pathsep)[-1], "podman-compose")
-    for compose_file in set(record.read_text().split()):
-        subprocess.run([podman_compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
-        names = re.findall(r"container_name: (\S+)", open(compose_file).read()) if os.path.exists(compose_file) else []
-        left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
-        assert not set(names) & set(left.split()), f"containers of {compose_file} are still there"
-
-
-def saved_model_members(model_data):
-    with tarfile.open(model_data[len("file://"):]) as archive:
-        return archive.getnames()
 
 
 def test_preflight_repairs_a_network_without_dns(network_ready):
@@ -111,7 +41,7 @@ def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
                                                     "hyperparameters": {"num_epochs": 2, "log_steps": 10,
                                                                         "price_per_hour": 0.816}},
                                 timeout=ONE_HOST_TIMEOUT_SEC)
-    assert "model_data" in result, log[-5000:]
+    every_host_succeeded(result, log)
     members = saved_model_members(result["model_data"])
     assert "1/saved_model.pb" in members and any(m.startswith("1/variables/") for m in members)  # TF Serving
     for definition in METRIC_DEFINITIONS:  # what SageMaker's metric regexes pick up
@@ -142,43 +72,13 @@ def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mod
                                                     "hyperparameters": {"num_epochs": 2, "adagrad_rate": 0.05},
                                                     "script": script(distribution)},
                                 timeout=TWO_HOST_TIMEOUT_SEC)
-    assert "model_data" in result, log[-6000:]
+    every_host_succeeded(result, log)
     assert f"distribution: {mode}" in log
     if mode == "horovod":
         # 4 ranks over 8,000 records: 2,000 each, 8 steps of 256 an epoch
         assert "world size 4" in log and "epoch=1 steps=8 " in log
     assert "user module model provides: model_fn, optimizer_fn" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
-
-
-def user_scripts(tmp_path, entry_point: str, distribution=None, with_wheel: bool = False) -> dict:
-    """The SDK's `entry_point` and `source_dir` for one of tests/scripts; `with_wheel`: the
-    source dir also ships a wheel that its requirements.txt names (installed offline)."""
-    source = tmp_path / "source"
-    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
-    if with_wheel:
-        write_wheel(source / "localdep-1.0-py3-none-any.whl", "localdep", "VALUE = 42\n")
-        (source / "requirements.txt").write_text("localdep==1.0\n")
-    return {"entry_point": entry_point, "source_dir": str(source), "distribution": distribution}
-
-
-def write_wheel(path, name: str, module_source: str) -> None:
-    """A minimal pure-Python wheel of one module (what `pip wheel` makes of it)."""
-    import base64
-    import hashlib
-    import zipfile
-
-    files = {f"{name}.py": module_source,
-             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = []
-    with zipfile.ZipFile(path, "w") as wheel:
-        for member, text in files.items():
-            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-            record.append(f"{member},sha256={digest},{len(text.encode())}")
-            wheel.writestr(member, text)
-        record.append(f"{name}-1.0.dist-info/RECORD,,")
-        wheel.writestr(f"{name}-1.0.dist-info/RECORD", "\n".join(record) + "\n")
 
 
 def test_a_users_keras_script_on_one_host(sdk_path, sdk_inputs, tmp_path):
@@ -189,7 +89,7 @@ def test_a_users_keras_script_on_one_host(sdk_path, sdk_inputs, tmp_path):
                                                     "script": user_scripts(tmp_path, "keras_train.py",
                                                                            with_wheel=True)},
                                 timeout=ONE_HOST_TIMEOUT_SEC)
-    assert "model_data" in result, log[-6000:]
+    every_host_succeeded(result, log)
     assert "entry point: script keras_train.py" in log and "eval_auc=" in log
     assert "requirements.txt from the wheels beside the script: installed" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
@@ -205,6 +105,7 @@ def test_a_users_script_on_two_hosts(sdk_path, sdk_inputs, tmp_path, entry_point
                                                     "hyperparameters": {"epochs": 1},
                                                     "script": user_scripts(tmp_path, entry_point, distribution)},
                                 timeout=TWO_HOST_TIMEOUT_SEC)
-    assert "model_data" in result, log[-6000:]
+    every_host_succeeded(result, log)
     assert f"entry point: script {entry_point}" in log and f"distribution: {mode}" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+

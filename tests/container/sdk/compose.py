@@ -1,28 +1,56 @@
 """`docker-compose` for the SageMaker SDK's local mode, carried out by podman-compose.
 
 The SDK runs `up --abort-on-container-exit` and reads the exit code as the job's outcome.
-Stopping every host when the first one ends would cut the others short where SageMaker
-waits for all of them (a toolkit MPI worker can finish seconds before its master), and
-podman-compose would then report the stopped ones, or nothing (0). So the job runs as on
-SageMaker: every host to its own end, and the first failure (if any) stops the rest and
-gives the exit code (podman-compose's --abort-on-container-failure). The SDK leaves the
-ended containers behind (as docker-compose up does); they are removed once the job's
-outputs are on the host's disk. The compose file's path is appended to $TRAINER_COMPOSE_RECORD
-(when set), so a test that gives up on a job can still bring it down. Run by the SDK venv's
-Python.
+That is kept as docker-compose does it: when the first container (host) exits, the others
+are stopped (SIGTERM, then SIGKILL 10 s later), and the exit code is the first exited
+container's. podman-compose stops the others the same way but always exits 0 unless told
+which service's code to take, so the exit code is worked out here from the containers'
+own exit codes and end times. Every container's exit code is also appended, as a JSON
+line, to $TRAINER_COMPOSE_RECORD.exits (when set): a test asserts that no host was stopped
+into a failure.
+
+The SDK leaves the ended containers behind (as docker-compose up does); they are removed
+once the job's outputs are on the host's disk. The compose file's path is appended to
+$TRAINER_COMPOSE_RECORD (when set), so a test that gives up on a job can still bring it
+down. Run by the SDK venv's Python.
 """
+import json
 import os
+import re
 import subprocess
 import sys
 
-args = ["--abort-on-container-failure" if arg == "--abort-on-container-exit" else arg for arg in sys.argv[1:]]
+args = sys.argv[1:]
 podman_compose = os.path.join(os.path.dirname(sys.executable), "podman-compose")
 record = os.environ.get("TRAINER_COMPOSE_RECORD")
-if record and "-f" in args:  # the test that runs the job brings it down, whatever happens to this process
+compose_file = args[args.index("-f") + 1] if "-f" in args else None
+if record and compose_file:  # the test that runs the job brings it down, whatever happens to this process
     with open(record, "a") as f:
-        f.write(args[args.index("-f") + 1] + "\n")
+        f.write(compose_file + "\n")
+
+
+def exits(names: list[str]) -> list[dict]:
+    """Each container's name, exit code and end time (ns since 1970), in the order they ended."""
+    found = []
+    for name in names:
+        done = subprocess.run(["podman", "inspect", "--format", "{{.State.ExitCode}} {{.State.FinishedAt.UnixNano}}", name],
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            code, _, finished = done.stdout.strip().partition(" ")
+            found.append({"container": name, "exit_code": int(code), "finished_ns": int(finished)})
+    return sorted(found, key=lambda e: e["finished_ns"])
+
+
 status = subprocess.call([podman_compose, *args])
-if "up" in args:
+if "up" in args and compose_file:
+    names = re.findall(r"container_name: (\S+)", open(compose_file).read())
+    ended = exits(names)
+    if record:
+        with open(record + ".exits", "a") as f:
+            for entry in ended:
+                f.write(json.dumps(entry) + "\n")
+    if status == 0 and ended:
+        status = ended[0]["exit_code"]  # docker-compose's: the first container to exit
     subprocess.call([podman_compose, *args[:args.index("up")], "down"], stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL)
 sys.exit(status)

@@ -37,7 +37,7 @@ if script:
 else:
     estimator = Estimator(**common)
 try:
-    estimator.fit(job["inputs"], wait=True, logs="All")
+    estimator.fit(job["inputs"] or None, wait=True, logs="All")
     result = {"model_data": estimator.model_data}
 except Exception as err:  # the test reads the error
     result = {"error": f"{type(err).__name__}: {err}"}
