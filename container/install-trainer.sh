@@ -5,3 +5,10 @@ set -euo pipefail
 python3 -m pip install --no-cache-dir --no-deps /opt/trainer
 command -v train
 python3 -c "import trainer.commands.train, trainer.modes; print('modes:', ', '.join(trainer.modes.names()))"
+# Python processes that `train` did not start (SageMaker's ModelTrainer runs its own driver
+# as the entry point) get the image's defaults and their share of the CPUs at start-up
+# (trainer.image_environment).
+site_packages="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo 'import trainer.image_environment as _trainer_image; _trainer_image.at_python_start()' \
+  > "$site_packages/trainer-image-environment.pth"
+env -i PATH="$PATH" python3 -c 'import os; assert os.environ["KMP_BLOCKTIME"] == "1", dict(os.environ)'

@@ -31,6 +31,7 @@ import shlex
 import sys
 
 from trainer.contract.job import BASE_DIR_ENV, base_dir_from_env, read_job
+from trainer.contract.s3 import s3_environment
 from trainer.cpu import settings as cpu
 
 PYTHON_PACKAGE, PYTHON_PROGRAM, COMMAND = "package", "program", "command"
@@ -55,7 +56,21 @@ def toolkit_environment(job):
     environment = _toolkit_environment(job.base_dir)
     hyperparameters = {key: value for key, value in environment.read_hyperparameters().items()
                        if key not in CONTAINER_ONLY}
-    return environment.Environment(hyperparameters=hyperparameters)
+    toolkit_env = environment.Environment(hyperparameters=hyperparameters)
+    if TUNING_KEY in hyperparameters and "model_dir" in hyperparameters:
+        toolkit_env.hyperparameters["model_dir"] = model_dir_of_tuned_job(hyperparameters["model_dir"],
+                                                                          toolkit_env.job_name)
+    return toolkit_env
+
+
+# Set in the hyperparameters of every training job of a tuning job.
+TUNING_KEY = "_tuning_objective_metric"
+
+
+def model_dir_of_tuned_job(model_dir: str, job_name: str) -> str:
+    """AWS's TensorFlow container gives each training job of a tuning job a model_dir of its
+    own (the jobs share the estimator's), unless it is a local folder."""
+    return model_dir if str(model_dir).startswith("/opt/ml") else f"{model_dir}/{job_name}/model"
 
 
 def command(job, under_mpi: bool = False, toolkit_env=None) -> list[str]:
@@ -81,9 +96,9 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
     channels = [job.channels[name] for name in process.channels]
     values = {
         **env.to_env_vars(),
-        # What AWS's TensorFlow toolkit sets for every script (its s3_utils.configure, without
-        # the bucket lookup: the job's region serves a bucket in it).
-        "S3_REGION": os.environ.get("SAGEMAKER_REGION", ""), "S3_USE_HTTPS": "1",
+        # As AWS's TensorFlow toolkit sets them for every script (without its lookup of the
+        # bucket's region: the job's region serves a bucket in it).
+        **s3_environment(os.environ),
         "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1"),
         **settings.environment(),
         "TF_NUM_INTRAOP_THREADS": str(settings.intra_op_threads),

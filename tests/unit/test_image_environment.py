@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from trainer.commands.train import apply_image_environment
+from trainer.image_environment import apply_image_environment, at_python_start, cpu_defaults
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,3 +26,47 @@ def test_a_malformed_line_is_named(tmp_path):
     path.write_text("# defaults\nA=1\nnot a setting\n")
     with pytest.raises(ValueError, match=r"environment line 3: expected KEY=VALUE, got 'not a setting'"):
         apply_image_environment(str(path), {})
+
+
+SHIPPED = os.path.join(ROOT, "container", "environment")
+
+
+@pytest.mark.parametrize("environ, argv, changed", [
+    ({"TRAINER_LAUNCHED_BY_TRAIN": "1"}, ["/usr/bin/python3", "script.py"], False),  # train gave it its settings
+    ({}, ["/usr/local/bin/train"], False),  # train itself, which decides them
+    ({}, ["/usr/bin/python3", "-m", "trainer.worker", "--serve", "ps"], False),
+    ({}, ["/usr/bin/python3", "train.py", "--epochs", "1"], True),  # ModelTrainer's driver started it
+    ({}, ["/usr/bin/python3", "-m", "mpi4py", "train.py"], True),
+])
+def test_which_processes_get_the_defaults_at_python_start(environ, argv, changed):
+    before = dict(environ)
+    at_python_start(environ, argv, SHIPPED)
+    assert (environ != before) == changed
+    if changed:
+        assert environ["KMP_AFFINITY"] == "granularity=fine,compact,1,0" and int(environ["OMP_NUM_THREADS"]) >= 1
+        assert "OMP_NUM_THREADS" in environ["TRAINER_DERIVED_CPU_SETTINGS"].split(",")
+
+
+# 8 vCPUs, 4 physical cores: what a process of a ModelTrainer job is given.
+CPU_CASES = {
+    "one process: the host less one vCPU (and core) for the input pipeline": (
+        {}, {"OMP_NUM_THREADS": "3", "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "2"}),
+    "one of two mpirun ranks on the host: its half": (
+        {"OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+        {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "3", "TF_NUM_INTEROP_THREADS": "2"}),
+    "a rank whose launcher's settings were derived: derived again for the rank": (
+        {"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMP_NUM_THREADS": "3", "TF_NUM_INTRAOP_THREADS": "7",
+         "TRAINER_DERIVED_CPU_SETTINGS": "OMP_NUM_THREADS,TF_NUM_INTRAOP_THREADS"},
+        {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "3", "TF_NUM_INTEROP_THREADS": "2"}),
+    "the job's own settings stay": (
+        {"OMP_NUM_THREADS": "6", "TF_NUM_INTRAOP_THREADS": "5", "KMP_AFFINITY": "disabled"},
+        {"TF_NUM_INTEROP_THREADS": "2"}),
+}
+
+
+@pytest.mark.parametrize("name", CPU_CASES)
+def test_cpu_settings_of_a_process_train_did_not_start(name):
+    environ, expected = CPU_CASES[name]
+    got = cpu_defaults(environ, num_cpus=8, num_physical_cores=4)
+    assert {key: got[key] for key in expected} == expected
+    assert not set(got) & {key for key in environ if key not in environ.get("TRAINER_DERIVED_CPU_SETTINGS", "")}

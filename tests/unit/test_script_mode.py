@@ -320,6 +320,44 @@ def test_each_process_environment(tmp_path, monkeypatch):
     assert command[1:] == ["train.py", "--epochs", "3", "--model_dir", "/opt/ml/model"]
 
 
+@pytest.mark.parametrize("environ, expected", [
+    ({"SAGEMAKER_REGION": "eu-west-1"}, {"S3_REGION": "eu-west-1", "S3_USE_HTTPS": "1"}),  # as AWS's toolkit
+    ({"AWS_ENDPOINT_URL_S3": "http://10.89.0.5:9000", "AWS_REGION": "us-east-1"},  # the SDK's local mode
+     {"S3_REGION": "us-east-1", "S3_USE_HTTPS": "0", "S3_ENDPOINT": "10.89.0.5:9000"}),
+    ({"AWS_ENDPOINT_URL": "https://s3.example.com", "SAGEMAKER_REGION": "us-west-2"},
+     {"S3_REGION": "us-west-2", "S3_USE_HTTPS": "1", "S3_ENDPOINT": "s3.example.com"}),
+    ({"AWS_ENDPOINT_URL_S3": "http://minio:9000", "S3_ENDPOINT": "other:1234", "S3_USE_HTTPS": "1",
+      "S3_REGION": "x"}, {}),  # the job's own settings win
+])
+def test_a_script_s_s3_settings(environ, expected):
+    """What tensorflow-io's S3 filesystem reads: AWS's toolkit's S3_REGION and S3_USE_HTTPS,
+    and the endpoint boto3 is given, for TensorFlow too."""
+    from trainer.contract.s3 import s3_environment
+
+    assert s3_environment(environ) == expected
+
+
+@pytest.mark.parametrize("hyperparameters, model_dir", [
+    ({"model_dir": "s3://bucket/job/model"}, "s3://bucket/job/model"),
+    ({"model_dir": "s3://bucket/tuning", "_tuning_objective_metric": "accuracy"},
+     "s3://bucket/tuning/tuning-job-007/model"),  # each job of a tuning job its own, as AWS's container
+    ({"model_dir": "/opt/ml/model", "_tuning_objective_metric": "accuracy"}, "/opt/ml/model"),
+])
+def test_model_dir_given_to_a_script(tmp_path, monkeypatch, hyperparameters, model_dir):
+    from trainer.local.runner import LocalJob
+    from trainer.contract.job import read_job
+    from trainer import script_process
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(SCRIPT_WITH_GUARD)
+    LocalJob({}, {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(code),
+                  **hyperparameters}).lay_out(str(tmp_path / "job"))
+    monkeypatch.setenv("TRAINING_JOB_NAME", "tuning-job-007")
+    command = script_process.command(read_job(str(tmp_path / "job")))
+    assert command[command.index("--model_dir") + 1] == model_dir
+
+
 @pytest.mark.parametrize("output, rank, first_line", [
     ("Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'SM_CHANNEL_X'\n", None,
      "script train.py (chief on algo-1) exited with code 1: KeyError: 'SM_CHANNEL_X'"),

@@ -14,7 +14,7 @@ def job_cpu_settings(environ=None):
     OpenMP variables first, as in a job)."""
     from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.cpu import settings as cpu
-    from trainer.contract.job import physical_cores
+    from trainer.cpu.settings import physical_cores
 
     allowed = os.sched_getaffinity(0)
     return cpu.decide(parse_hyperparameters({}), len(allowed), physical_cores(allowed), 1, environ)

@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
 from trainer.errors import Stopped
+from trainer.image_environment import LAUNCHED_BY_TRAIN, apply_image_environment
 from trainer.logs import setup_logging
 from trainer.report import clear_status, report_failures, write_success
 
@@ -36,32 +37,10 @@ def end_after_success(signum, frame) -> None:
 
 
 TOOLKIT_MODULE_ENV = "SAGEMAKER_TRAINING_MODULE"
-# The image's environment defaults (container/environment, baked in by container/install.sh).
-IMAGE_ENVIRONMENT = "/etc/trainer/environment"
-
-
-def apply_image_environment(path: str = IMAGE_ENVIRONMENT, environ=os.environ) -> dict[str, str]:
-    """Set each KEY=VALUE of the image's defaults that the environment does not already
-    have (a job's own setting wins); the ones set. Outside the image there is no file."""
-    applied = {}
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return applied
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{path} line {number}: expected KEY=VALUE, got {line!r}")
-        if key.strip() not in environ:
-            environ[key.strip()] = applied[key.strip()] = value.strip()
-    return applied
 
 
 def train_main() -> NoReturn:
+    os.environ[LAUNCHED_BY_TRAIN] = "1"  # what it starts gets its CPU settings from it
     apply_image_environment()
     setup_logging()
     if os.environ.get(TOOLKIT_MODULE_ENV):

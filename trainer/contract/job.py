@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.contract.hyperparameters import SPEC_BY_NAME, Hyperparameters, parse_hyperparameters
+from trainer.cpu.settings import physical_cores
 from trainer.errors import JobError
 from trainer.contract.user_code import EntryPoint, locate
 
@@ -105,19 +106,6 @@ def _read_config(environment, name: str, reader) -> dict:
     if not isinstance(value, dict):
         raise JobError(f"config file {path} must hold a JSON object, got {type(value).__name__}")
     return value
-
-
-def physical_cores(cpus: set[int]) -> int:
-    """Physical cores among the CPUs we may use (hyper-thread siblings count once)."""
-    cores = set()
-    for cpu in cpus:
-        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
-        try:
-            with open(path) as f:
-                cores.add(f.read().strip())
-        except OSError:
-            cores.add(str(cpu))
-    return max(1, len(cores))
 
 
 def _channels(environment, input_data_config: dict, config_path: str) -> dict[str, Channel]:

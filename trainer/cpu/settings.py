@@ -52,8 +52,10 @@ class CpuSettings:
 
 def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int = 1,
            environ: dict | None = None) -> CpuSettings:
-    """Pure: the settings for one of `processes_per_host` processes sharing the host."""
+    """Pure: the settings for one of `processes_per_host` processes sharing the host (`hp`
+    None: no hyperparameters, as for a process the image's `train` did not start)."""
     environ = os.environ if environ is None else environ
+    explicit = hp.explicit if hp is not None else frozenset()
     vcpus = max(1, num_cpus // processes_per_host)
     cores = max(1, num_physical_cores // processes_per_host)
     # One vCPU (and core) is left to the input pipeline and the runtime's own threads: the
@@ -64,7 +66,7 @@ def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int =
     sources = {}
 
     def pick(key, hp_name, env_name, default, convert=int):
-        hp_value = hp[hp_name] if hp_name in hp.explicit else None
+        hp_value = hp[hp_name] if hp_name in explicit else None
         if hp_value is not None:
             sources[key] = "hyperparameter"
             return hp_value
@@ -89,6 +91,19 @@ def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int =
                           lambda text: text.strip().lower() not in ("0", "false", "")),
         sources=sources,
     )
+
+
+def physical_cores(cpus: set[int]) -> int:
+    """Physical cores among the CPUs we may use (hyper-thread siblings count once)."""
+    cores = set()
+    for cpu in cpus:
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        try:
+            with open(path) as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
 
 
 def apply_environment(settings: CpuSettings) -> None:
