@@ -323,9 +323,9 @@ def test_each_process_environment(tmp_path, monkeypatch):
 @pytest.mark.parametrize("environ, expected", [
     ({"SAGEMAKER_REGION": "eu-west-1"}, {"S3_REGION": "eu-west-1", "S3_USE_HTTPS": "1"}),  # as AWS's toolkit
     ({"AWS_ENDPOINT_URL_S3": "http://10.89.0.5:9000", "AWS_REGION": "us-east-1"},  # the SDK's local mode
-     {"S3_REGION": "us-east-1", "S3_USE_HTTPS": "0", "S3_ENDPOINT": "10.89.0.5:9000"}),
+     {"S3_REGION": "us-east-1", "S3_USE_HTTPS": "0", "S3_ENDPOINT": "http://10.89.0.5:9000"}),
     ({"AWS_ENDPOINT_URL": "https://s3.example.com", "SAGEMAKER_REGION": "us-west-2"},
-     {"S3_REGION": "us-west-2", "S3_USE_HTTPS": "1", "S3_ENDPOINT": "s3.example.com"}),
+     {"S3_REGION": "us-west-2", "S3_USE_HTTPS": "1", "S3_ENDPOINT": "https://s3.example.com"}),
     ({"AWS_ENDPOINT_URL_S3": "http://minio:9000", "S3_ENDPOINT": "other:1234", "S3_USE_HTTPS": "1",
       "S3_REGION": "x"}, {}),  # the job's own settings win
 ])
