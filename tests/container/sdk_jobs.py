@@ -41,7 +41,7 @@ def sdk_inputs(aws_split, tmp_path_factory):
     return inputs
 
 
-def sdk_job(sdk_path, tmp_path, job, timeout):
+def sdk_job(sdk_path, tmp_path, job, timeout, driver: str = "run_job.py"):
     """Run the job through the SDK; whatever happens (a failure, the hang guard), its
     containers and network are brought down before this returns."""
     python = os.path.join(sdk_path.split(os.pathsep)[-1], "python")
@@ -50,7 +50,7 @@ def sdk_job(sdk_path, tmp_path, job, timeout):
            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "TRAINER_COMPOSE_RECORD": str(record)}
     job = {"image": IMAGE, "output": f"file://{tmp_path / 'output'}", **job}
     started = time.monotonic()
-    sdk = subprocess.Popen([python, os.path.join(HERE, "sdk", "run_job.py"), json.dumps(job)], cwd=tmp_path, env=env,
+    sdk = subprocess.Popen([python, os.path.join(HERE, "sdk", driver), json.dumps(job)], cwd=tmp_path, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = sdk.communicate(timeout=timeout)
@@ -95,11 +95,12 @@ def saved_model_members(model_data):
         return archive.getnames()
 
 
-def user_scripts(tmp_path, entry_point: str, distribution=None, with_wheel: bool = False) -> dict:
-    """The SDK's `entry_point` and `source_dir` for one of tests/scripts; `with_wheel`: the
-    source dir also ships a wheel that its requirements.txt names (installed offline)."""
+def user_scripts(tmp_path, entry_point: str, distribution=None, with_wheel: bool = False, folder: str = "") -> dict:
+    """The SDK's `entry_point` and `source_dir` for one of tests/scripts (or of its `folder`);
+    `with_wheel`: the source dir also ships a wheel that its requirements.txt names
+    (installed offline)."""
     source = tmp_path / "source"
-    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
+    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts", folder), source)
     if with_wheel:
         write_wheel(source / "localdep-1.0-py3-none-any.whl", "localdep", "VALUE = 42\n")
         (source / "requirements.txt").write_text("localdep==1.0\n")

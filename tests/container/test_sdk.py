@@ -93,19 +93,3 @@ def test_a_users_keras_script_on_one_host(sdk_path, sdk_inputs, tmp_path):
     assert "entry point: script keras_train.py" in log and "eval_auc=" in log
     assert "requirements.txt from the wheels beside the script: installed" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
-
-
-@pytest.mark.parametrize("entry_point, distribution, mode", [
-    ("hvd_train.py", {"mpi": {"enabled": True, "processes_per_host": 2}}, "horovod"),
-    ("ps_train.py", {"parameter_server": {"enabled": True}}, "parameter_server"),
-    ("mwms_train.py", {"multi_worker_mirrored_strategy": {"enabled": True}}, "multi_worker_mirrored"),
-], ids=["mpi-2x2", "parameter_server", "multi_worker_mirrored"])
-def test_a_users_script_on_two_hosts(sdk_path, sdk_inputs, tmp_path, entry_point, distribution, mode):
-    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
-                                                    "hyperparameters": {"epochs": 1},
-                                                    "script": user_scripts(tmp_path, entry_point, distribution)},
-                                timeout=TWO_HOST_TIMEOUT_SEC)
-    every_host_succeeded(result, log)
-    assert f"entry point: script {entry_point}" in log and f"distribution: {mode}" in log
-    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
-

@@ -4,7 +4,8 @@ Python, see `./build.sh sdk-setup`). Argument: a JSON job description; prints
 
     {"image": ..., "instance_count": 1, "hyperparameters": {...}, "inputs": {"training": "file://..."},
      "output": "file://...", "script": null | {"entry_point": "model.py", "source_dir": "...",
-                                               "distribution": {...}}}
+                                               "distribution": {...}, "model_dir": "s3://..."},
+     "s3_endpoint": null | "http://...": an S3 API of the job's own (LocalSession's s3_endpoint_url)}
 """
 import json
 import os
@@ -23,7 +24,7 @@ from sagemaker.estimator import Estimator  # noqa: E402
 from sagemaker.local import LocalSession  # noqa: E402
 from sagemaker.tensorflow import TensorFlow  # noqa: E402
 
-session = LocalSession()
+session = LocalSession(s3_endpoint_url=job.get("s3_endpoint"))
 session.config = {"local": {"local_code": True}}
 common = dict(image_uri=job["image"], role="arn:aws:iam::111111111111:role/local", instance_type="local",
               instance_count=job["instance_count"], sagemaker_session=session, output_path=job["output"],
@@ -33,7 +34,7 @@ if script:
     # The versions only feed the SDK's checks of `distribution` (the image is given).
     estimator = TensorFlow(entry_point=script["entry_point"], source_dir=script["source_dir"],
                            distribution=script.get("distribution"), framework_version="2.14",
-                           py_version="py310", **common)
+                           py_version="py310", model_dir=script.get("model_dir"), **common)
 else:
     estimator = Estimator(**common)
 try:

@@ -1,0 +1,37 @@
+"""Run one training job with the SageMaker Python SDK's ModelTrainer (the interface its next
+major version keeps) in local-container mode; run by the SDK's own Python (`./build.sh
+sdk-setup`). ModelTrainer starts its own driver as the container's entry point (sm_train.sh,
+then python3 on the script), not the image's `train`. Argument: a JSON job description;
+prints `RESULT {json}` last: the model artifact's URI, or the error.
+
+    {"image": ..., "source_dir": ..., "entry_script": "train.py", "hyperparameters": {...},
+     "inputs": {"training": "/local/folder"}, "root": "/folder for the job's files"}
+"""
+import json
+import os
+import sys
+import tempfile
+
+job = json.loads(sys.argv[1])
+# No telemetry calls (the job runs without network).
+config = os.path.join(tempfile.mkdtemp(), "config.yaml")
+with open(config, "w") as f:
+    f.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
+os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config
+
+from sagemaker.modules.configs import Compute, InputData, SourceCode  # noqa: E402
+from sagemaker.modules.train import ModelTrainer  # noqa: E402
+from sagemaker.modules.train.model_trainer import Mode  # noqa: E402
+
+trainer = ModelTrainer(training_image=job["image"], training_mode=Mode.LOCAL_CONTAINER,
+                       source_code=SourceCode(source_dir=job["source_dir"], entry_script=job["entry_script"]),
+                       compute=Compute(instance_type="local_cpu", instance_count=1),
+                       hyperparameters=job.get("hyperparameters", {}), base_job_name="trainer-test",
+                       role="arn:aws:iam::111111111111:role/local", local_container_root=job["root"])
+try:
+    trainer.train(input_data_config=[InputData(channel_name=name, data_source=path)
+                                     for name, path in job.get("inputs", {}).items()], wait=True)
+    result = {"model_data": "file://" + os.path.join(job["root"], "compressed_artifacts", "model.tar.gz")}
+except Exception as err:  # the test reads the error
+    result = {"error": f"{type(err).__name__}: {err}"}
+print("RESULT " + json.dumps(result), flush=True)
