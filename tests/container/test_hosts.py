@@ -62,7 +62,8 @@ def test_sigterm_while_waiting_for_a_host_ends_the_container(hosts_of, record_fa
     line = cluster.first_failure_line("algo-1")
     assert code == 143, f"exit {code}: not ended by its own SIGTERM handler\n" + cluster.logs("algo-1")[-3000:]
     assert line == "stopped by SIGTERM outside training (while starting or ending): nothing to save", line
-    record_fault("SIGTERM while a host waits for the others (`stop -t 10` to the container, PID 1)", line, seconds)
+    record_fault("SIGTERM while a host waits for the others to start (`stop -t 10` to the container, PID 1)", line,
+                 seconds)
 
 
 MPI_2X2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": 2, "num_epochs": 200,

@@ -106,6 +106,26 @@ def test_two_host_scripts_get_aws_s_tf_config(aws_split, tmp_path, program, sdk,
         assert [c["task"]["index"] for c in configs] == [0, 1]
 
 
+def test_a_parameter_server_estimator_script(aws_split, tmp_path):
+    """In the style of the DeepFM demo: argparse at its top level and the Estimator API's
+    model_fn(features, labels, mode, params) make it a script (never imported to decide);
+    master and worker train through both hosts' parameter servers (AWS's TF_CONFIG), the
+    master evaluates and exports."""
+    model_dir = tmp_path / "model_dir"
+    run = run_local(tmp_path / "job", aws_split, {
+        "sagemaker_program": "deepfm_ps_estimator.py", "sagemaker_submit_directory": os.path.join(SCRIPTS, "aws_style"),
+        "sagemaker_parameter_server_enabled": "true", "model_dir": str(model_dir), "max_steps": 40}, hosts=2)
+    assert run.exit_code == 0, run.log[-4000:]
+    assert ("entry point: script deepfm_ps_estimator.py: deepfm_ps_estimator.py defines model_fn(features, labels, "
+            "mode, params) (the Estimator API's model_fn)") in run.log
+    assert "distribution: parameter_server" in run.log
+    saved = [folder for folder in os.listdir(os.path.join(run.job_dir, "model")) if folder.isdigit()]
+    assert len(saved) == 1 and os.path.exists(os.path.join(run.job_dir, "model", saved[0], "saved_model.pb"))
+    # Its variables were placed on both hosts' parameter servers: two shards in each checkpoint.
+    final = open(model_dir / "checkpoint").readline().split('"')[1]
+    assert int(final.rsplit("-", 1)[1]) >= 40 and (model_dir / f"{final}.data-00001-of-00002").exists()
+
+
 def test_hosts_that_end_apart_end_together(tmp_path):
     """No distribution, two hosts: the second host's script ends at once, the first saves
     the model 4 s later; the second host's `train` waits for it, then both end with success."""
