@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from conftest import IMAGE, PROJECT_ROOT
+from sdk.compose import containers_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Hang guards, not speed claims: a one-host job ends in about a minute, a two-host one in two.
@@ -85,9 +85,7 @@ def bring_down(sdk_path, record) -> None:
     podman_compose = os.path.join(sdk_path.split(os.pathsep)[-1], "podman-compose")
     for compose_file in set(record.read_text().split()):
         subprocess.run([podman_compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
-        names = re.findall(r"container_name: (\S+)", open(compose_file).read()) if os.path.exists(compose_file) else []
-        left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
-        assert not set(names) & set(left.split()), f"containers of {compose_file} are still there"
+        assert not containers_of(compose_file), f"containers of {compose_file} are still there"
 
 
 def saved_model_members(model_data):

@@ -24,7 +24,11 @@ from sagemaker.estimator import Estimator  # noqa: E402
 from sagemaker.local import LocalSession  # noqa: E402
 from sagemaker.tensorflow import TensorFlow  # noqa: E402
 
-session = LocalSession(s3_endpoint_url=job.get("s3_endpoint"))
+import boto3  # noqa: E402
+
+# LocalSession makes its S3 client from the boto session it is given (none: no S3 endpoint).
+session = LocalSession(boto_session=boto3.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),
+                       s3_endpoint_url=job.get("s3_endpoint"))
 session.config = {"local": {"local_code": True}}
 common = dict(image_uri=job["image"], role="arn:aws:iam::111111111111:role/local", instance_type="local",
               instance_count=job["instance_count"], sagemaker_session=session, output_path=job["output"],

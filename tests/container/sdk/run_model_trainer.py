@@ -18,7 +18,11 @@ config = os.path.join(tempfile.mkdtemp(), "config.yaml")
 with open(config, "w") as f:
     f.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
 os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+os.makedirs(job["root"], exist_ok=True)  # where ModelTrainer keeps the job's folders
 
+import boto3  # noqa: E402
+from sagemaker.modules import Session  # noqa: E402
 from sagemaker.modules.configs import Compute, InputData, SourceCode  # noqa: E402
 from sagemaker.modules.train import ModelTrainer  # noqa: E402
 from sagemaker.modules.train.model_trainer import Mode  # noqa: E402
@@ -27,7 +31,8 @@ trainer = ModelTrainer(training_image=job["image"], training_mode=Mode.LOCAL_CON
                        source_code=SourceCode(source_dir=job["source_dir"], entry_script=job["entry_script"]),
                        compute=Compute(instance_type="local_cpu", instance_count=1),
                        hyperparameters=job.get("hyperparameters", {}), base_job_name="trainer-test",
-                       role="arn:aws:iam::111111111111:role/local", local_container_root=job["root"])
+                       role="arn:aws:iam::111111111111:role/local", local_container_root=job["root"],
+                       sagemaker_session=Session(boto_session=boto3.Session(region_name="us-east-1")))
 try:
     trainer.train(input_data_config=[InputData(channel_name=name, data_source=path)
                                      for name, path in job.get("inputs", {}).items()], wait=True)
