@@ -85,7 +85,8 @@ def bring_down(sdk_path, record) -> None:
     podman_compose = os.path.join(sdk_path.split(os.pathsep)[-1], "podman-compose")
     for compose_file in set(record.read_text().split()):
         subprocess.run([podman_compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
-        assert not containers_of(compose_file), f"containers of {compose_file} are still there"
+        left = containers_of(compose_file)
+        assert not left, f"containers of {compose_file} are still there: {left}"
 
 
 def saved_model_members(model_data):

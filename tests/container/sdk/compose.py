@@ -22,15 +22,18 @@ import sys
 
 
 def containers_of(compose_file: str) -> list[str]:
-    """The names of the containers a compose file made: named in it (the SageMaker SDK's
-    estimators name them), or labelled with its folder by podman-compose (ModelTrainer's
+    """The containers of a compose file that are there: those it names (the SageMaker SDK's
+    estimators name them), and those podman-compose labelled with its folder (ModelTrainer's
     are not named)."""
+    def names(*filters: str) -> set[str]:
+        listed = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", *filters], capture_output=True,
+                                text=True)
+        return set(listed.stdout.split())
+
     named = re.findall(r"container_name: (\S+)", open(compose_file).read()) if os.path.exists(compose_file) else []
     folder = os.path.realpath(os.path.dirname(compose_file))
-    labelled = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter",
-                               f"label=com.docker.compose.project.working_dir={folder}"],
-                              capture_output=True, text=True).stdout.split()
-    return sorted(set(named) | set(labelled))
+    labelled = names("--filter", f"label=com.docker.compose.project.working_dir={folder}")
+    return sorted((set(named) & names()) | labelled)
 
 
 def exits(names: list[str]) -> list[dict]:
