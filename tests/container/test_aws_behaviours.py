@@ -6,7 +6,8 @@ image through the SageMaker SDK's local mode, with scripts written in the same s
 - a Keras mnist script on one host and on two hosts, `my_model.h5` in model.tar.gz;
 - Horovod on 2 hosts x 2 ranks: every rank's local rank, rank and size;
 - multi-worker mirrored: the script sees its TF_CONFIG;
-- parameter servers: the checkpoints a custom loop writes to model_dir, on an S3 API;
+- parameter servers: the checkpoints a custom loop writes to model_dir, on an S3 API, and
+  a second job that resumes from them;
 - a tuning job's training job gets a model_dir of its own.
 
 Every host must end with exit code 0 (the SDK's local mode stops the others when the
@@ -109,6 +110,24 @@ def test_parameter_servers_checkpoint_to_model_dir_on_s3(sdk_path, mnist, tmp_pa
     assert "distribution: parameter_server" in log
     keys = s3.keys(bucket, "mnist-ps/model/")
     assert "mnist-ps/model/checkpoint" in keys and "mnist-ps/model/model.ckpt-20.index" in keys, keys
+
+
+def test_a_script_resumes_from_its_checkpoints_on_s3(sdk_path, mnist, tmp_path, s3_on_the_sdk_network):
+    """One host, twice with the same model_dir on S3: the second job starts from the first
+    one's last checkpoint, and both end with exit code 0 (tensorflow-io 0.35.0 aborted a
+    process that had used S3 when it exited)."""
+    s3 = s3_on_the_sdk_network
+    model_dir = f"s3://{s3.bucket()}/mnist/model"
+    runs = []
+    for attempt in ("first", "second"):
+        job = {"instance_count": 1, "s3_endpoint": s3.endpoint, "inputs": {"training": mnist["data-distributed"]},
+               "hyperparameters": {"epochs": 1},
+               "script": {**aws_style(tmp_path / attempt, "ps_checkpoints.py"), "model_dir": model_dir}}
+        runs.append(sdk_job(sdk_path, tmp_path / attempt, job, timeout=ONE_HOST_TIMEOUT_SEC))
+        every_host_succeeded(*runs[-1][:2])
+    assert f"saved {model_dir}/model.ckpt-10" in runs[0][1]
+    assert f"resumed from {model_dir}/model.ckpt-10 at step 10" in runs[1][1]
+    assert f"saved {model_dir}/model.ckpt-20" in runs[1][1]
 
 
 def test_each_job_of_a_tuning_job_gets_its_own_model_dir(sdk_path, tmp_path):

@@ -1,7 +1,9 @@
-"""Multi-host jobs in containers, for real: a second host that never starts, SIGTERM while a host waits for the others, and Horovod
-across two hosts through the SageMaker toolkit's MPI setup with a rank killed or every
-host stopped. Each asserts the exit status, the failure file's first line and, as a hang
-guard, a bound on the time to end; nothing of a test is left in the engine after it."""
+"""Multi-host jobs in containers, for real: a second host that never starts, SIGTERM while a
+host waits for the others, Horovod across two hosts through the SageMaker toolkit's MPI
+setup with a rank killed or every host stopped, and hosts that end apart (one stopped after
+its part succeeded, one whose peer never ends). Each asserts the exit status, the failure
+file's first line (or that there is none) and, as a hang guard, a bound on the time to end;
+nothing of a test is left in the engine after it."""
 import os
 import re
 import subprocess
@@ -9,11 +11,13 @@ import time
 
 import pytest
 
+from conftest import PROJECT_ROOT
 from hosts import ContainerHosts
 from trainer.local.runner import LocalJob
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 PEER_WAIT_SEC = 15
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")  # mounted into every host, read-only
 END_WITHIN_SEC = 60  # after the fault: a hang guard, not a speed claim
 
 
@@ -26,7 +30,7 @@ def hosts_of(network_ready, aws_split, tmp_path):
         job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
                        {key: str(value) for key, value in hyperparameters.items()}, hosts=hosts)
         made.append(ContainerHosts(network_ready, job, tmp_path / f"job{len(made)}",
-                                   [os.path.dirname(aws_split["training"])]))
+                                   [os.path.dirname(aws_split["training"]), SCRIPTS]))
         return made[-1]
 
     yield make
@@ -105,3 +109,38 @@ def test_sigterm_to_every_host_stops_the_ranks_and_the_chief_saves(hosts_of, rec
     assert cluster.first_failure_line("algo-2").startswith("algo-2: the job was stopped; the MPI master on algo-1: ")
     record_fault("SIGTERM to both hosts of Horovod across 2 hosts (toolkit MPI): every rank stops at one step, "
                  "the chief saves", line, seconds)
+
+
+# A two-host script job with no distribution whose first host trains for 10 minutes and
+# whose second host ends at once (tests/scripts/end_apart.py).
+HOSTS_APART = {"sagemaker_program": "end_apart.py", "sagemaker_submit_directory": SCRIPTS, "seconds_first": 600,
+               "seconds_others": 0}
+
+
+def test_a_host_stopped_after_its_part_succeeded_exits_0(hosts_of, record_fault):
+    """As SageMaker's local mode stops the other containers once one exits: the second
+    host, stopped while it waits for the first, keeps its success."""
+    cluster = hosts_of(HOSTS_APART)
+    cluster.start()
+    cluster.wait_for_log("algo-2", "this host's part has ended; waiting for algo-1 to end theirs")
+    cluster.signal("algo-2", "TERM")
+    stopped = time.monotonic()
+    code = cluster.wait("algo-2", timeout=END_WITHIN_SEC)
+    seconds = time.monotonic() - stopped
+    assert code == 0, cluster.logs("algo-2")[-3000:]
+    assert cluster.failure("algo-2") is None
+    assert os.path.exists(os.path.join(cluster.folders["algo-2"], "output", "success"))
+    assert "SIGTERM after this host's part succeeded: ending with success" in cluster.logs("algo-2")
+    assert cluster.running("algo-1")
+    record_fault("SIGTERM to a host (container) whose part has succeeded while another still trains (exit 0)",
+                 "(none: output/success, exit 0)", seconds)
+
+
+def test_a_host_whose_peer_never_ends_exits_within_the_bound(hosts_of):
+    cluster = hosts_of({**HOSTS_APART, "peer_wait_sec": 5})
+    cluster.start()
+    cluster.wait_for_log("algo-2", "this host's part has ended; waiting for algo-1 to end theirs")
+    assert cluster.wait("algo-2", timeout=5 + END_WITHIN_SEC) == 0, cluster.logs("algo-2")[-3000:]
+    assert ("algo-1 did not end its part within 5 s (peer_wait_sec): this host ends anyway, its own part having "
+            "succeeded; see algo-1's log") in cluster.logs("algo-2")
+    assert cluster.failure("algo-2") is None and cluster.running("algo-1")

@@ -113,3 +113,23 @@ def test_gpu_image_trains_with_horovod_on_cpus(gpu_image, aws_split, tmp_path):
     metrics = metrics_of(folder)
     assert metrics["distribution"] == "horovod" and metrics["world_size"] == 2 and metrics["eval_auc"] > 0.65
     assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
+
+
+def test_what_other_drivers_need_is_in_the_image(image):
+    """SageMaker's ModelTrainer runs its own driver instead of `train`: its MPI driver needs
+    sshd, ssh, mpirun, paramiko and mpi4py; a script on s3:// needs tensorflow_io; and a
+    Python process started outside `train` gets the image's CPU defaults."""
+    name = f"trainer-test-{uuid.uuid4().hex[:8]}"
+    check = ("import os, shutil, paramiko, mpi4py, tensorflow_io; "
+             "print([shutil.which(p) for p in ('sshd', 'ssh', 'mpirun')]); "
+             "print(os.environ['KMP_AFFINITY'], os.environ['OMP_NUM_THREADS'], os.environ['TF_NUM_INTRAOP_THREADS'])")
+    try:
+        done = subprocess.run([image, "run", "--rm", "--name", name, "--network", "none", "--entrypoint", "python3",
+                               IMAGE, "-c", check], capture_output=True, text=True, timeout=RUN_TIMEOUT_SEC)
+    finally:
+        remove_containers(image, name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    executables, settings = done.stdout.strip().splitlines()[-2:]
+    assert "None" not in executables, executables
+    affinity, omp, intra = settings.split()
+    assert affinity == "granularity=fine,compact,1,0" and int(omp) >= 1 and int(intra) >= 1
