@@ -134,9 +134,9 @@ OVERRIDE = "set the hyperparameter entry_point_kind=hooks"
         "tf2-estimator-guard", "estimator-model-fn-only", "keras-parse-helper", "guard", "top-level",
         "nested-model-fn", "hooks-and-guard", "hooks-and-a-call"])
 def test_kind_from_the_source(source, kind, why, hint):
-    got_kind, got_why = classify_source(source, "m.py")
+    got_kind, got_why, hooks = classify_source(source, "m.py")
     assert got_kind == kind and why in got_why, got_why
-    assert (OVERRIDE in got_why) == hint, got_why
+    assert (OVERRIDE in got_why) == hint == (got_kind == "script" and bool(hooks)), got_why
 
 
 def test_a_script_is_never_run_to_decide(tmp_path):
@@ -412,3 +412,14 @@ def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
     assert script_process.command(the_job)[2:] == ["--batch_size", "64", "--warmup_steps", "10"]
     env = script_process.environment(the_job, make_plan(the_job), make_plan(the_job).processes[0])
     assert json.loads(env["SM_HPS"]) == {"batch_size": 64, "warmup_steps": 10}
+
+
+@pytest.mark.parametrize("hooks, says_how", [((), False), (("model_fn",), True)])
+def test_a_script_that_wrote_no_model_and_defines_hooks_is_told_how_to_train_them(tmp_path, caplog, hooks, says_how):
+    from trainer.launch.script import warn_if_no_model
+
+    entry = EntryPoint("my_model.py", str(tmp_path), "script", "runs code at its top level", hooks)
+    warn_if_no_model(str(tmp_path), entry)
+    assert "the script wrote no model under SM_MODEL_DIR" in caplog.text
+    assert ("my_model.py defines model_fn: if it is a module of hooks for the container to train, set the "
+            "hyperparameter entry_point_kind=hooks" in caplog.text) == says_how

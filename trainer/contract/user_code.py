@@ -29,6 +29,7 @@ class EntryPoint:
     code_dir: str  # where it is (local)
     kind: str  # hooks | script
     why: str
+    hooks: tuple[str, ...] = ()  # the hooks it defines (a script may define some too)
 
     @property
     def path(self) -> str:
@@ -104,8 +105,9 @@ def _hook_shape_problem(function) -> str | None:
     return f"defines {function.name}({names}){estimator}, not the hook {function.name}({', '.join(wanted)})"
 
 
-def classify_source(source: str, filename: str) -> tuple[str, str]:
-    """(kind, why) of a Python entry point from its syntax tree (pure: nothing runs).
+def classify_source(source: str, filename: str) -> tuple[str, str, tuple[str, ...]]:
+    """(kind, why, the hooks it defines) of a Python entry point from its syntax tree (pure:
+    nothing runs).
 
     Hooks only when importing it does nothing but define them: its top level holds only
     imports, definitions, docstrings and constants, and each top-level function named like a
@@ -121,14 +123,15 @@ def classify_source(source: str, filename: str) -> tuple[str, str]:
     hooks = [node.name for node in named if not _hook_shape_problem(node)]
     action = _first_action(tree.body, source)
     if hooks and not misshaped and not action:
-        return HOOKS, f"{filename} defines {', '.join(hooks)} at its top level and runs nothing when imported"
+        return HOOKS, f"{filename} defines {', '.join(hooks)} at its top level and runs nothing when imported", \
+            tuple(hooks)
     reasons = misshaped + ([action] if action else [])
     if not named:
         reasons.insert(0, f"defines no hook ({', '.join(HOOK_NAMES)})")
     why = f"{filename} {'; '.join(reasons)}: a training script, run as AWS's TensorFlow container runs it"
     if hooks:
         why += f" (to train its {', '.join(hooks)} as hooks instead, set the hyperparameter entry_point_kind=hooks)"
-    return SCRIPT, why
+    return SCRIPT, why, tuple(hooks)
 
 
 def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
@@ -144,8 +147,8 @@ def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
         raise JobError(f"entry point {program} (sagemaker_program) is not in {code_dir} "
                        f"(sagemaker_submit_directory); it holds: {', '.join(sorted(os.listdir(code_dir))) or 'nothing'}")
     with open(path, encoding="utf-8", errors="replace") as f:
-        kind, why = classify_source(f.read(), program)
-    return EntryPoint(program, code_dir, kind, why)
+        kind, why, hooks = classify_source(f.read(), program)
+    return EntryPoint(program, code_dir, kind, why, hooks)
 
 
 def locate(program: str, submit_directory: str, override: str = "auto") -> EntryPoint:

@@ -139,7 +139,7 @@ def run(job, plan, toolkit_env) -> None:
         if ps_task is not None:
             supervise.end_tasks([ps_task])
     if process.role == "chief":
-        warn_if_no_model(job.model_dir)
+        warn_if_no_model(job.model_dir, job.entry_point)
 
 
 class PeerWatch:
@@ -207,13 +207,18 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
     log.info("the master on %s has ended: stopping this host's script and PS task", plan.leader)
 
 
-def warn_if_no_model(model_dir: str) -> None:
+def warn_if_no_model(model_dir: str, entry_point=None) -> None:
     """The toolkit's warning: a model dir with nothing in it uploads nothing; one without a
-    numbered SavedModel is not servable by SageMaker's TF Serving containers."""
+    numbered SavedModel is not servable by SageMaker's TF Serving containers. A script that
+    also defines hooks and wrote nothing may have been meant as hooks: say how."""
     files = [os.path.join(folder, name) for folder, _, names in os.walk(model_dir) for name in names]
     if not files:
+        meant_as_hooks = (f"; {entry_point.program} defines {', '.join(entry_point.hooks)}: if it is a module of "
+                          "hooks for the container to train, set the hyperparameter entry_point_kind=hooks"
+                          if entry_point is not None and entry_point.hooks else "")
         log.warning("the script wrote no model under SM_MODEL_DIR (%s): the job will upload none; save it "
-                    "there, e.g. model.save(os.path.join(os.environ['SM_MODEL_DIR'], '1'))", model_dir)
+                    "there, e.g. model.save(os.path.join(os.environ['SM_MODEL_DIR'], '1'))%s", model_dir,
+                    meant_as_hooks)
     elif not any(os.path.basename(f).startswith("saved_model.pb") and os.path.basename(os.path.dirname(f)).isdigit()
                  for f in files):
         log.warning("the model under SM_MODEL_DIR (%s) is not a SavedModel in a numbered folder (<dir>/1/"

@@ -10,21 +10,16 @@ Python, see `./build.sh sdk-setup`). Argument: a JSON job description; prints
 import json
 import os
 import sys
-import tempfile
+
+from offline import configure_sdk
 
 job = json.loads(sys.argv[1])
-# No telemetry calls (the job runs without network), no v2 notice.
-config = os.path.join(tempfile.mkdtemp(), "config.yaml")
-with open(config, "w") as f:
-    f.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
-os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config
-os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+configure_sdk()
 
+import boto3  # noqa: E402
 from sagemaker.estimator import Estimator  # noqa: E402
 from sagemaker.local import LocalSession  # noqa: E402
 from sagemaker.tensorflow import TensorFlow  # noqa: E402
-
-import boto3  # noqa: E402
 
 # LocalSession makes its S3 client from the boto session it is given (none: no S3 endpoint).
 session = LocalSession(boto_session=boto3.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),

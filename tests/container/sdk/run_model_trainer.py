@@ -10,15 +10,11 @@ prints `RESULT {json}` last: the model artifact's URI, or the error.
 import json
 import os
 import sys
-import tempfile
+
+from offline import configure_sdk
 
 job = json.loads(sys.argv[1])
-# No telemetry calls (the job runs without network).
-config = os.path.join(tempfile.mkdtemp(), "config.yaml")
-with open(config, "w") as f:
-    f.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
-os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config
-os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+configure_sdk()
 os.makedirs(job["root"], exist_ok=True)  # where ModelTrainer keeps the job's folders
 
 import boto3  # noqa: E402
