@@ -224,3 +224,25 @@ def test_the_wait_for_the_job_end_lasts_until_the_last_host_ends(caplog):
     assert 1.0 <= time.monotonic() - started < 5
     assert re.search(r"still waiting after \d+ s of 30 s for localhost to end", caplog.text)
     slow.close()
+
+
+def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeypatch):
+    """A job network's DNS can stop answering for seconds; a host that resolved before is
+    still reached (and so is not taken for gone, nor for a lost leader)."""
+    server = status_port()
+    real = socket.getaddrinfo
+    monkeypatch.setattr(peers, "_resolved", {})
+    try:
+        assert peers.read_status("localhost", server.port, "algo-2") == "running"
+
+        def dns_down(host, *args, **kwargs):  # names fail; an address is still taken as itself
+            if host.replace(".", "").isdigit():
+                return real(host, *args, **kwargs)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+        monkeypatch.setattr(socket, "getaddrinfo", dns_down)
+        assert peers.read_status("localhost", server.port, "algo-2") == "running"
+        assert peers.resolve("algo-9") is None  # a name never resolved stays unknown
+    finally:
+        monkeypatch.setattr(socket, "getaddrinfo", real)
+        server.close()

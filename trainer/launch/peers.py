@@ -44,10 +44,19 @@ FINAL_STATES = (DONE, STOPPED, FAILED)
 UNRESOLVED = "does not resolve"
 
 
+# A job host's address does not change while the job runs: once a name has resolved, that
+# address is used from then on. The job network's DNS can stop answering for seconds at a
+# time (seen in container networks under load); a host must not take that for another
+# host's end, and a host that has exited is told by its port, not by its name.
+_resolved: dict[str, str] = {}
+
+
 def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:
-    """The host's address, or None. The lookup runs in a thread of its own, so a resolver
-    that does not answer cannot hold this process (or its SIGTERM handler) longer than
-    `timeout`."""
+    """The host's address, or None while it does not resolve. The lookup runs in a thread
+    of its own, so a resolver that does not answer cannot hold this process (or its SIGTERM
+    handler) longer than `timeout`."""
+    if host in _resolved:
+        return _resolved[host]
     result: list = []
 
     def lookup():
@@ -59,6 +68,8 @@ def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:
     thread = threading.Thread(target=lookup, daemon=True)
     thread.start()
     thread.join(timeout)
+    if result:
+        _resolved[host] = result[0]
     return result[0] if result else None
 
 
