@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # Puts what this folder holds in place in the image (both images run it once, at build).
-#  - sshd for MPI between containers: host keys and a root key made in this build (sshd
-#    exits silently without host keys), key-only root login, no password login.
+#  - sshd and ssh for MPI between containers: key-only root login, no password login, host
+#    keys checked. No key is made here: a key in the image would open every job's hosts to
+#    whoever can pull it. Each job makes its own at its start (trainer.launch.ssh_trust).
 #  - OpenMPI in containers (see P11 in docs/pitfalls.md): no cross-memory attach, no tree spawn.
 #  - the environment defaults `train` starts with.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 mkdir -p /var/run/sshd /root/.ssh /etc/trainer
-ssh-keygen -A
-ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519
-cp /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys
+rm -f /etc/ssh/ssh_host_* /root/.ssh/id_* /root/.ssh/authorized_keys
 install -m 600 "$here/ssh_config" /root/.ssh/config
 chmod 700 /root/.ssh
-chmod 600 /root/.ssh/authorized_keys
 install -m 644 "$here/sshd_config.d/trainer.conf" /etc/ssh/sshd_config.d/trainer.conf
 grep -q '^Include /etc/ssh/sshd_config.d/\*.conf' /etc/ssh/sshd_config  # the drop-in is read
 

@@ -83,3 +83,39 @@ def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str
             environ[DERIVED] = ",".join(sorted(derived))
     except Exception:  # a Python process of the image must start whatever happens here
         pass
+    trust_for_a_model_trainer_driver(environ, list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv)
+
+
+def trust_for_a_model_trainer_driver(environ, argv: list[str], wait_sec: float = 300.0) -> None:
+    """ModelTrainer's MPI driver logs in from every host to the others with the key it finds
+    and the image has none: this job's keys and trust are made before it starts
+    (trainer.launch.ssh_trust), bounded by `wait_sec` (the driver's own wait for its peers).
+    If they cannot be made, the job ends here saying why, in its failure file."""
+    import json
+
+    try:
+        from trainer.plan.sdk import driver_ssh_trust
+
+        trust = driver_ssh_trust(json.loads(environ.get("SM_HOSTS") or "[]"), {}, argv)
+    except Exception:
+        return
+    if trust is None:
+        return
+    import logging
+    import sys
+
+    from trainer.launch.ssh_trust import trust_for_a_driver
+    from trainer.logs import setup_logging
+
+    setup_logging()
+    try:
+        trust_for_a_driver(environ["SM_CURRENT_HOST"], trust, wait_sec)
+    except Exception as err:
+        reason = f"ssh between the job's hosts for ModelTrainer's MPI driver could not be set up: {err}"
+        logging.getLogger("trainer").error("%s", reason)
+        try:
+            with open(os.path.join(environ.get("SM_OUTPUT_DIR", "/opt/ml/output"), "failure"), "w") as f:
+                f.write(reason + "\n")
+        finally:
+            sys.stderr.flush()
+            os._exit(1)  # raising here would only be printed by site.py, and the driver would go on

@@ -16,6 +16,7 @@ from trainer.errors import JobError, PeerLost, Stopped
 from trainer.plan.types import PeerWait
 
 UNRESOLVABLE = "algo-2.invalid"  # .invalid never resolves (RFC 2606)
+JOB = ("localhost",)  # the job's hosts in these tests: every peer is this machine
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_sigterm_ends_the_wait():
 
 @pytest.fixture
 def leader():
-    server = peers.StatusServer("algo-1", 0)
+    server = peers.StatusServer("algo-1", 0, JOB)
     yield server
     server.close()
 
@@ -152,7 +153,7 @@ def test_the_follower_own_failure_ends_the_wait(leader):
 
 
 def test_the_leader_waits_for_its_followers_to_read_the_end(leader):
-    follower = peers.StatusServer("localhost", 0)  # alive: its own status port answers
+    follower = peers.StatusServer("localhost", 0, JOB)  # alive: its own status port answers
     finished = threading.Event()
     threading.Thread(target=lambda: (leader.finish(peers.DONE, followers=("localhost",), wait_sec=30,
                                                    follower_port=follower.port), finished.set())).start()
@@ -177,7 +178,7 @@ def test_a_leader_without_followers_does_not_wait(leader):
 
 def status_port(state=None, reason=""):
     """Another host's `train`: its status port, in `state` (None: running)."""
-    server = peers.StatusServer("algo-x", 0)
+    server = peers.StatusServer("algo-x", 0, JOB)
     if state is not None:
         server.finish(state, reason)
     return server
@@ -224,6 +225,59 @@ def test_the_wait_for_the_job_end_lasts_until_the_last_host_ends(caplog):
     assert 1.0 <= time.monotonic() - started < 5
     assert re.search(r"still waiting after \d+ s of 30 s for localhost to end", caplog.text)
     slow.close()
+
+
+# The job's hosts and what their names resolve to -> which connecting addresses the status
+# port answers.
+ADMISSION_CASES = {
+    "a job host's address": ({"algo-1": "10.0.0.1", "algo-2": "10.0.0.2"}, "10.0.0.2", True),
+    "an address no job host resolves to": ({"algo-1": "10.0.0.1", "algo-2": "10.0.0.2"}, "10.0.0.9", False),
+    "a host that does not resolve admits nobody": ({"algo-1": "10.0.0.1", "algo-2": None}, "10.0.0.2", False),
+    "loopback is not a job host": ({"algo-1": "10.0.0.1"}, "127.0.0.1", False),
+}
+
+
+@pytest.mark.parametrize("name", ADMISSION_CASES)
+def test_only_the_job_hosts_addresses_are_admitted(name):
+    table, address, admitted = ADMISSION_CASES[name]
+    assert peers.JobAddresses(table, resolver=table.get).admits(address) is admitted
+
+
+def test_a_host_that_resolves_late_is_admitted_once_it_does():
+    table = {"algo-1": "10.0.0.1", "algo-2": None}
+    job = peers.JobAddresses(table, resolver=table.get)
+    job.REFRESH_SEC = 0.1
+    assert not job.admits("10.0.0.2")
+    table["algo-2"] = "10.0.0.2"  # its container started: its name resolves now
+    time.sleep(0.2)
+    assert job.admits("10.0.0.2")
+
+
+def ask_from(source: str, port: int, line: str) -> str:
+    """What the status port on 127.0.0.1 says to a connection from `source` (another
+    loopback address: Linux routes all of 127/8 to this machine)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0)) as connection:
+        connection.sendall((line + "\n").encode())
+        return connection.makefile("rb").readline(4096).decode().strip()
+
+
+def test_the_status_port_answers_only_the_job_hosts(caplog):
+    table = {"algo-1": "127.0.0.1", "algo-2": "127.0.0.2"}
+    server = peers.StatusServer("algo-1", 0, peers.JobAddresses(table, resolver=table.get), bind="127.0.0.1")
+    server.publish("ssh-user-key", "ssh-ed25519 AAAA")
+    try:
+        assert ask_from("127.0.0.2", server.port, "algo-2") == "running"
+        assert ask_from("127.0.0.2", server.port, "algo-2 ssh-user-key") == "ssh-ed25519 AAAA"
+        # Not one of the job's hosts: closed unanswered, whatever it says it is; a
+        # final state it claims to have read does not count for the leader's wait.
+        assert ask_from("127.0.0.3", server.port, "algo-2") == ""
+        assert ask_from("127.0.0.3", server.port, "algo-2 ssh-user-key") == ""
+        server.finish(peers.DONE, followers=("algo-2",), wait_sec=0)
+        ask_from("127.0.0.3", server.port, "algo-2")
+        assert "algo-2" not in server._read_final
+        assert "status port: refused 127.0.0.3, not one of the job's hosts (algo-1, algo-2)" in caplog.text
+    finally:
+        server.close()
 
 
 def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeypatch):

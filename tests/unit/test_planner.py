@@ -8,6 +8,7 @@ from trainer.contract.job import Channel, Job
 from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
 from trainer.plan.planner import make_plan
+from trainer.plan.types import SshTrust
 
 T, E = "training", "evaluation"
 
@@ -259,3 +260,21 @@ def test_peer_waits_and_leader(name):
     plan = make_plan(on_host(base, index))
     assert [(w.host, w.port, w.what) for w in plan.peer_waits] == waits
     assert plan.leader == leader
+
+
+SSH_CASES = {
+    # job -> who logs in to whom over ssh (None: no sshd anywhere, no key made)
+    "one host, MPI on it: mpirun needs no ssh": (job(sdk=MPI_2), None),
+    "MPI on 3 hosts: the master logs in to the others": (
+        job(hosts=3, sdk=MPI_2), SshTrust(("algo-1",), ("algo-2", "algo-3"))),
+    "parameter servers on 2 hosts": (job(hosts=2), None),
+    "multi-worker mirrored on 2 hosts": (job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": True}),
+                                         None),
+}
+
+
+@pytest.mark.parametrize("name", SSH_CASES)
+def test_ssh_only_where_mpi_crosses_hosts(name):
+    the_job, trust = SSH_CASES[name]
+    for index in range(len(the_job.hosts)):  # every host reads the same trust from its plan
+        assert make_plan(on_host(the_job, index)).ssh_trust == trust

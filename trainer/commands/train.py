@@ -39,6 +39,23 @@ def end_after_success(signum, frame) -> None:
 TOOLKIT_MODULE_ENV = "SAGEMAKER_TRAINING_MODULE"
 
 
+def trust_for_the_toolkit() -> None:
+    """The toolkit's MPI runner across hosts logs in from every host to the others with the
+    key it finds: make this job's keys and trust first (trainer.launch.ssh_trust)."""
+    from sagemaker_training import environment
+
+    from trainer.contract.hyperparameters import SPEC_BY_NAME
+    from trainer.plan.sdk import driver_ssh_trust
+
+    resources, hyperparameters = environment.read_resource_config(), environment.read_hyperparameters()
+    trust = driver_ssh_trust(resources.get("hosts", []), hyperparameters, [])
+    if trust is not None:
+        from trainer.launch.ssh_trust import trust_for_a_driver
+
+        wait = SPEC_BY_NAME["peer_wait_sec"]
+        trust_for_a_driver(resources["current_host"], trust, wait.parse(hyperparameters.get(wait.name, wait.default)))
+
+
 def train_main() -> NoReturn:
     os.environ[LAUNCHED_BY_TRAIN] = "1"  # what it starts gets its CPU settings from it
     apply_image_environment()
@@ -48,6 +65,9 @@ def train_main() -> NoReturn:
         # module the toolkit's way still gets the toolkit's `train`, which runs that module.
         log.info("%s=%s: the SageMaker training toolkit runs the job", TOOLKIT_MODULE_ENV,
                  os.environ[TOOLKIT_MODULE_ENV])
+        exit_code = report_failures(output_dir_of(base_dir_from_env()), trust_for_the_toolkit)
+        if exit_code:
+            end_process(exit_code)
         from sagemaker_training.cli.train import main as toolkit_train
 
         toolkit_train()

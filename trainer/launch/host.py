@@ -32,7 +32,7 @@ def run(job) -> dict | None:
     log.info("distribution: %s", describe(plan, job.runs_script))
     if len(plan.hosts) == 1:
         return launch_host(job, plan, None)
-    status = peers.StatusServer(job.current_host, peers.STATUS_PORT)
+    status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.hosts)
     followers: tuple[str, ...] = ()  # hosts to tell how this one ended: once they have answered
     try:
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec)
@@ -110,7 +110,7 @@ def run_mpirun(launch: HostLaunch) -> dict | None:
 def run_toolkit_mpi(launch: HostLaunch) -> dict | None:
     from trainer.launch import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
 
-    toolkit_mpi.run(launch.job, launch.plan, launch.explain)
+    toolkit_mpi.run(launch.job, launch.plan, launch.status, launch.explain)
     return read_metrics(launch.job.output_data_dir)
 
 

@@ -172,17 +172,66 @@ def _never_answered(missing: dict[PeerWait, str], elapsed: float) -> str:
 _serving: list = []
 
 
-class StatusServer:
-    """This host's status port: a connection sends its own host name in one line and gets
-    one line back: the state, and for a final state other than done, its reason."""
+class JobAddresses:
+    """Who may talk to this host's status port: the addresses the job's host names resolve
+    to. A host that resolved late (its container started after this one) is looked up again
+    when an unknown address connects, at most once every REFRESH_SEC."""
 
-    def __init__(self, host_name: str, port: int):
+    REFRESH_SEC = 1.0
+
+    def __init__(self, hosts, resolver=None):
+        self.hosts = tuple(hosts)
+        self._resolve = resolver or resolve
+        self._known: set[str] = set()
+        self._refreshed = -self.REFRESH_SEC
+        self._lock = threading.Lock()
+
+    def admits(self, address: str) -> bool:
+        if address in self._known:
+            return True
+        with self._lock:
+            if time.monotonic() - self._refreshed >= self.REFRESH_SEC:
+                self._refreshed = time.monotonic()
+                looked_up = _at_once(lambda host: self._resolve(host), list(self.hosts), RESOLVE_TIMEOUT_SEC, None)
+                self._known |= {found for found in looked_up.values() if found}
+        return address in self._known
+
+
+def own_address(host_name: str) -> str:
+    """The address to bind this host's servers to: the one its job host name resolves to (the
+    job's network interface), when it is this machine's; else every address ("")."""
+    address = resolve(host_name)
+    if address is None:
+        return ""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:  # the name resolves elsewhere (a proxy, a stale entry): listen everywhere
+        return ""
+    return address
+
+
+class StatusServer:
+    """This host's status port. A connection sends one line: its own host name, and gets
+    one line back: the state, and for a final state other than done, its reason. A line
+    of its host name and a fact's name ("algo-2 ssh-host-key") gets that fact instead (an
+    empty line while it is not published yet).
+
+    Only the job's hosts are answered: a connection from any other address is closed
+    unanswered, and logged once per address. What a host reads here decides whether it goes
+    on, ends or trusts a key (trainer.launch.ssh_trust), so nobody else may write to it or
+    read from it."""
+
+    def __init__(self, host_name: str, port: int, job_hosts, bind: str | None = None):
         self.host_name = host_name
         self.port = port
         self._state = RUNNING
+        self._facts: dict[str, str] = {}
         self._final = threading.Event()
         self._read_final: set[str] = set()
         self._changed = threading.Condition()
+        self._job = job_hosts if isinstance(job_hosts, JobAddresses) else JobAddresses(job_hosts)
+        self._refused: set[str] = set()
         server = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -190,10 +239,15 @@ class StatusServer:
 
             def handle(self):
                 try:
-                    reader = self.rfile.readline(256).decode(errors="replace").strip()
+                    if not server._admits(self.client_address[0]):
+                        return
+                    words = self.rfile.readline(256).decode(errors="replace").split()
+                    reader, fact = (words + ["", ""])[:2]
                     with server._changed:
-                        state = server._state
-                        self.wfile.write((state + "\n").encode())
+                        if fact:
+                            self.wfile.write((server._facts.get(fact, "") + "\n").encode())
+                            return
+                        self.wfile.write((server._state + "\n").encode())
                         if server._final.is_set() and reader:
                             server._read_final.add(reader)
                             server._changed.notify_all()
@@ -201,11 +255,26 @@ class StatusServer:
                     pass
 
         socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer(("", port), Handler)
+        self.address = own_address(host_name) if bind is None else bind
+        self._server = socketserver.ThreadingTCPServer((self.address, port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]  # the one bound, when asked for port 0
         _serving.append(self)  # held until the process ends (finish leaves the port open)
         threading.Thread(target=self._server.serve_forever, daemon=True, name="status-port").start()
+
+    def _admits(self, address: str) -> bool:
+        if self._job.admits(address):
+            return True
+        if address not in self._refused:
+            self._refused.add(address)
+            log.warning("status port: refused %s, not one of the job's hosts (%s)", address,
+                        ", ".join(self._job.hosts))
+        return False
+
+    def publish(self, fact: str, value: str) -> None:
+        """Serve `value` (one line) to the job's hosts that ask for `fact`."""
+        with self._changed:
+            self._facts[fact] = value.replace("\n", " ").strip()
 
     def finish(self, state: str, reason: str = "", followers: tuple[str, ...] = (),
                wait_sec: float = FINAL_STATE_WAIT_SEC, follower_port: int | None = None) -> None:
@@ -239,13 +308,23 @@ class StatusServer:
 
 def read_status(host: str, port: int, me: str) -> str | None:
     """The state `host` publishes, or None when it does not answer."""
+    return _ask(host, port, me)
+
+
+def read_fact(host: str, port: int, me: str, fact: str) -> str | None:
+    """A fact `host` publishes (trainer.launch.ssh_trust's keys): None while it does not
+    answer or has not published it yet."""
+    return _ask(host, port, f"{me} {fact}")
+
+
+def _ask(host: str, port: int, line: str) -> str | None:
     address = resolve(host)
     if address is None:
         return None
     try:
         with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_SEC) as connection:
             connection.settimeout(CONNECT_TIMEOUT_SEC)
-            connection.sendall((me + "\n").encode())
+            connection.sendall((line + "\n").encode())
             reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
             return reply or None
     except OSError:

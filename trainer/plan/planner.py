@@ -15,7 +15,7 @@ from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
 from trainer.plan import sdk
 from trainer.plan.layout import Layout, check_channels
-from trainer.plan.types import MPI_KINDS, Plan
+from trainer.plan.types import MPI_KINDS, LaunchKind, Plan, SshTrust
 
 STEPS_PER_EXECUTION = 32
 
@@ -99,6 +99,7 @@ def make_plan(job) -> Plan:
     world = len(job.hosts) * layout.per_host
     scale = float(world * replicas if mode.synchronous else 1) if hp.scale_learning_rate else 1.0
     launch = mode.launch(job, layout.per_host)
+    leader = job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None
     return Plan(
         mode=mode.name, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
         input_mode=_input_mode(job, layout.channels), processes_per_host=layout.per_host, world_size=world,
@@ -109,5 +110,6 @@ def make_plan(job) -> Plan:
         warmup_steps=hp.warmup_steps if scale > 1 else 0,
         sharding=layout.sharding, processes=tuple(mode.processes(layout)), launch=launch,
         peer_waits=mode.peer_waits(job),
-        leader=job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None,
-        watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS)
+        leader=leader,
+        watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS,
+        ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None)

@@ -2,8 +2,11 @@
 it becomes, read as AWS's TensorFlow container reads them."""
 from __future__ import annotations
 
+import os
+
 from trainer.contract.values import parse_bool
 from trainer.errors import JobError
+from trainer.plan.types import SshTrust
 
 PS = "sagemaker_parameter_server_enabled"
 MPI = "sagemaker_mpi_enabled"
@@ -34,3 +37,23 @@ def refuse_unsupported(job) -> None:
         # `mp_parameters` is a hyperparameter the SDK sets only when it is on.
         if enabled(job, key) if key == SMDDP else key in job.hyperparameters.extra:
             raise JobError(f"{key}: {why}")
+
+
+# The SDK ModelTrainer's MPI driver (sagemaker.modules.train.container_drivers), run by its
+# sm_train.sh as `python3 .../distributed_drivers/mpi_driver.py`.
+MODEL_TRAINER_MPI_DRIVER = ("distributed_drivers", "mpi_driver.py")
+
+
+def driver_ssh_trust(hosts, hyperparameters: dict, argv: list[str]) -> SshTrust | None:
+    """Who logs in to whom over ssh for an MPI driver that is not this image's `train` (None:
+    it runs no MPI across hosts): the training toolkit's MPI runner (its `train` with the
+    SDK's MPI key) and ModelTrainer's MPI driver both log in from every host to the others."""
+    if len(hosts) < 2:
+        return None
+    program = os.path.normpath(argv[1]) if len(argv) > 1 and os.path.basename(argv[0]).startswith("python") else ""
+    by_model_trainer = tuple(program.split(os.sep)[-2:]) == MODEL_TRAINER_MPI_DRIVER
+    try:
+        by_toolkit = parse_bool(hyperparameters.get(MPI, False))
+    except ValueError:
+        by_toolkit = False
+    return SshTrust.everyone(hosts) if by_model_trainer or by_toolkit else None

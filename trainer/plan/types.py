@@ -45,6 +45,27 @@ class PeerWait:
     what: str  # how the log and the failure name it: "train", "ps task", "sshd"
 
 
+@dataclass(frozen=True)
+class SshTrust:
+    """Root logins between the job's hosts over ssh, trusted for this job only (made at its
+    start by trainer.launch.ssh_trust): the hosts in `logs_in` make a key pair each, the
+    hosts in `accepts` run sshd and let in those keys from those hosts' addresses only."""
+
+    logs_in: tuple[str, ...]
+    accepts: tuple[str, ...]
+
+    @classmethod
+    def from_leader(cls, leader: str, hosts) -> "SshTrust":
+        """mpirun on the leader starts the ranks of the other hosts through their sshd."""
+        return cls((leader,), tuple(h for h in hosts if h != leader))
+
+    @classmethod
+    def everyone(cls, hosts) -> "SshTrust":
+        """Drivers whose hosts log in to each other (the training toolkit's and the SDK's
+        ModelTrainer's MPI drivers: the workers log in to the master too)."""
+        return cls(tuple(hosts), tuple(hosts))
+
+
 # What a launched process runs ("python": the launcher's interpreter): the container's
 # training process, or a rank of the user's script (which sets that rank's environment,
 # then becomes the script).
@@ -105,6 +126,8 @@ class Plan:
     # fails): the hosts that run their script to its end (all of them; with parameter servers
     # the master's) follow every other host, so one host failing ends their scripts.
     watch_peers: bool = False
+    # MPI across hosts: who logs in to whom over ssh (None: no sshd runs anywhere).
+    ssh_trust: SshTrust | None = None
 
     def process(self, rank: int) -> Process:
         return next(p for p in self.processes if p.rank == rank)

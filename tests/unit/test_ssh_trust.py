@@ -1,0 +1,171 @@
+"""ssh trust made per job (trainer.launch.ssh_trust): what another host publishes is checked
+before it is trusted, and two hosts exchange their keys over their status ports, on
+loopback addresses of this machine, with ssh-keygen's real keys. (sshd itself runs in the
+container tests: tests/container/test_security.py.)"""
+import os
+import socket
+import subprocess
+
+import pytest
+
+from trainer.errors import JobError
+from trainer.launch import peers, ssh_trust
+from trainer.plan.sdk import driver_ssh_trust
+from trainer.plan.types import SshTrust
+
+
+def new_public_key(tmp_path, name="key") -> str:
+    path = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "someone@somewhere", "-f", str(path)],
+                   check=True)
+    return (tmp_path / f"{name}.pub").read_text()
+
+
+def rsa_public_key(tmp_path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", str(tmp_path / "rsa")], check=True)
+    return (tmp_path / "rsa.pub").read_text()
+
+
+# What a host's status port says its key is -> whether it is taken as one (and how).
+PUBLIC_KEY_CASES = {
+    "an ed25519 key, its comment dropped": (lambda real: real, lambda real: " ".join(real.split()[:2])),
+    "nothing published yet": (lambda real: "", None),
+    "another key type": (rsa_public_key, None),
+    "not base64": (lambda real: "ssh-ed25519 !!!notbase64!!!", None),
+    "base64 of the wrong length": (lambda real: "ssh-ed25519 " + real.split()[1][:-8], None),
+    "options smuggled in front": (lambda real: f'command="sh" {real}', None),
+    "a second line smuggled in": (lambda real: real.split()[0] + " " + real.split()[1] + "\nssh-ed25519 AAAA", None),
+}
+
+
+@pytest.mark.parametrize("name", PUBLIC_KEY_CASES)
+def test_only_a_well_formed_ed25519_key_is_taken(name, tmp_path):
+    make, expected = PUBLIC_KEY_CASES[name]
+    real = new_public_key(tmp_path)
+    published = make(tmp_path) if make is rsa_public_key else make(real)
+    taken = ssh_trust.public_key(published)
+    assert taken == (expected(real) if expected else None)
+    if taken:
+        assert "\n" not in taken
+
+
+def test_an_authorized_key_is_let_in_from_its_host_address_only():
+    line = ssh_trust.authorized_line("ssh-ed25519 AAAAKEY", "10.0.0.1", "algo-1")
+    assert line == 'from="10.0.0.1",restrict ssh-ed25519 AAAAKEY algo-1\n'
+
+
+# Who logs in to whom: the plan's SshTrust for mpirun from a leader, and the drivers that
+# are not this container's `train` (hosts, hyperparameters, command line) -> SshTrust or None.
+MODEL_TRAINER = ["python3", "/opt/ml/input/data/sm_drivers/distributed_drivers/mpi_driver.py", "--foo"]
+DRIVER_CASES = {
+    "the toolkit's MPI on two hosts": (["algo-1", "algo-2"], {"sagemaker_mpi_enabled": "true"}, [],
+                                       SshTrust(("algo-1", "algo-2"), ("algo-1", "algo-2"))),
+    "the toolkit's MPI key off": (["algo-1", "algo-2"], {"sagemaker_mpi_enabled": "false"}, [], None),
+    "the toolkit's MPI key unreadable": (["algo-1", "algo-2"], {"sagemaker_mpi_enabled": "maybe"}, [], None),
+    "the toolkit's MPI on one host": (["algo-1"], {"sagemaker_mpi_enabled": "true"}, [], None),
+    "ModelTrainer's MPI driver on two hosts": (["algo-1", "algo-2"], {}, MODEL_TRAINER,
+                                               SshTrust(("algo-1", "algo-2"), ("algo-1", "algo-2"))),
+    "ModelTrainer's MPI driver on one host": (["algo-1"], {}, MODEL_TRAINER, None),
+    "ModelTrainer's other drivers": (["algo-1", "algo-2"], {},
+                                     ["python3", "/opt/ml/input/data/sm_drivers/distributed_drivers/basic_script_driver.py"],
+                                     None),
+    "a user's script of the same name": (["algo-1", "algo-2"], {}, ["python3", "/opt/ml/code/mpi_driver.py"], None),
+}
+
+
+@pytest.mark.parametrize("name", DRIVER_CASES)
+def test_which_drivers_need_ssh_between_the_hosts(name):
+    hosts, hyperparameters, argv, expected = DRIVER_CASES[name]
+    assert driver_ssh_trust(hosts, hyperparameters, argv) == expected
+
+
+def test_mpirun_from_a_leader_logs_in_to_the_others_only():
+    trust = SshTrust.from_leader("algo-1", ("algo-1", "algo-2", "algo-3"))
+    assert trust == SshTrust(("algo-1",), ("algo-2", "algo-3"))
+
+
+# Two hosts of a job on two loopback addresses of this machine, their status ports on the
+# same port number as in a job; their host names resolve through this table.
+ADDRESSES = {"algo-1": "127.0.0.1", "algo-2": "127.0.0.2"}
+
+
+@pytest.fixture
+def two_hosts(monkeypatch, tmp_path):
+    monkeypatch.setattr(peers, "resolve", lambda host, timeout=None: ADDRESSES.get(host, host))  # an address is itself
+    job = peers.JobAddresses(ADDRESSES, resolver=ADDRESSES.get)
+    first = peers.StatusServer("algo-1", 0, job, bind=ADDRESSES["algo-1"])
+    second = peers.StatusServer("algo-2", first.port, job, bind=ADDRESSES["algo-2"])
+    trust = SshTrust.from_leader("algo-1", tuple(ADDRESSES))
+
+    def side(me, status):
+        files = ssh_trust.SshFiles(ssh_dir=str(tmp_path / me / "ssh"), host_key=str(tmp_path / me / "host_key"))
+        return ssh_trust.JobSsh(me, trust, status, timeout_sec=10, files=files, port=first.port)
+
+    yield side("algo-1", first), side("algo-2", second)
+    first.close()
+    second.close()
+
+
+def read(path) -> str:
+    return open(path).read()
+
+
+def test_two_hosts_trust_each_others_keys_for_this_job(two_hosts):
+    leader, worker = two_hosts
+    leader.publish_keys()
+    worker.publish_keys()
+    assert not os.path.exists(leader.files.host_key)  # nobody logs in to the leader: no host key
+    assert not os.path.exists(worker.files.user_key)  # the worker logs in nowhere: no login key
+
+    worker.accept_logins()
+    leader_key = " ".join(read(leader.files.user_key + ".pub").split()[:2])
+    authorized = os.path.join(worker.files.ssh_dir, "authorized_keys")
+    assert read(authorized) == f'from="127.0.0.1",restrict {leader_key} algo-1\n'
+    assert oct(os.stat(authorized).st_mode & 0o777) == "0o600"
+
+    assert leader.knows("algo-2", "127.0.0.2")
+    worker_host_key = " ".join(read(worker.files.host_key + ".pub").split()[:2])
+    assert read(os.path.join(leader.files.ssh_dir, "known_hosts")) == f"algo-2,127.0.0.2 {worker_host_key}\n"
+    assert "PRIVATE KEY" in read(leader.files.user_key)  # made here, for this job, never published
+
+
+def test_every_job_makes_new_keys(two_hosts, tmp_path):
+    leader, _ = two_hosts
+    leader.publish_keys()
+    first = read(leader.files.user_key + ".pub")
+    leader.publish_keys()
+    assert read(leader.files.user_key + ".pub") != first
+
+
+def test_a_key_that_is_not_one_is_never_authorized(two_hosts):
+    leader, worker = two_hosts
+    leader.status.publish(ssh_trust.USER_KEY_FACT, 'ssh-ed25519 AAAA command="sh"')
+    worker.timeout_sec = 2
+    with pytest.raises(JobError) as failed:
+        worker.accept_logins()
+    assert str(failed.value).startswith("algo-1's ssh login key never answered on port")
+    assert not os.path.exists(os.path.join(worker.files.ssh_dir, "authorized_keys"))
+
+
+def test_a_host_is_not_known_before_its_key_is_published(two_hosts):
+    leader, _ = two_hosts
+    assert not leader.knows("algo-2", "127.0.0.2")
+    assert not os.path.exists(os.path.join(leader.files.ssh_dir, "known_hosts"))
+
+
+def test_an_outsider_reads_no_key(two_hosts):
+    leader, _ = two_hosts
+    leader.publish_keys()
+    with socket.create_connection(("127.0.0.1", leader.port), timeout=5, source_address=("127.0.0.9", 0)) as c:
+        c.sendall(b"algo-2 ssh-user-key\n")
+        assert c.makefile("rb").readline() == b""
+
+
+def test_no_private_key_is_in_the_sources():
+    header = "-----BEGIN " + "OPENSSH PRIVATE KEY"  # split: this file must not match itself
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.isdir(os.path.join(root, ".git")):
+        pytest.skip("not a git work tree: the sources are what git tracks")
+    tracked = subprocess.run(["git", "grep", "-l", "-I", "-F", "-e", header, "-e", "PRIVATE " + "KEY-----"], cwd=root,
+                             capture_output=True, text=True)
+    assert tracked.returncode == 1 and tracked.stdout == "", tracked.stdout + tracked.stderr  # 1: nothing found
