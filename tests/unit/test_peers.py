@@ -144,6 +144,18 @@ def test_a_leader_that_goes_silent_is_lost(leader):
     assert str(lost.value).startswith("algo-2: the coordinator on algo-1 stopped answering before the job ended")
 
 
+def test_a_leader_that_is_slow_to_answer_is_given_longer(listening):
+    """A port that takes connections and answers nothing in time (a host whose CPUs are all
+    busy starting ranks) is not a closed one: the follower waits silent_after_sec for it."""
+    started = time.monotonic()
+    with pytest.raises(PeerLost) as lost:
+        peers.follow("localhost", listening, "algo-2", "the MPI master on algo-1", poll_sec=0.1, lost_after_sec=0.5,
+                     silent_after_sec=4)
+    assert time.monotonic() - started >= 4
+    assert str(lost.value).startswith("algo-2: the MPI master on algo-1 stopped answering before the job ended "
+                                      "(for 4 s)")
+
+
 def test_the_follower_own_failure_ends_the_wait(leader):
     def task_died():
         raise JobError("ps task on algo-2 exited with code 1")

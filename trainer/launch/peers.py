@@ -16,6 +16,7 @@ before it exits: the job's hosts end together (wait_for_the_job_end).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import socketserver
@@ -32,11 +33,15 @@ LOG_EVERY_SEC = 10.0
 CONNECT_TIMEOUT_SEC = 2.0
 CHECK_TIMEOUT_SEC = 10.0  # one check of one peer (a lookup, then a connect or a login)
 RESOLVE_TIMEOUT_SEC = 5.0  # one lookup; a host that does not resolve in this is tried again
-# A leader whose status port does not answer for this long is lost (a single missed poll is not).
+# A leader whose status port is closed (its `train` has exited, or its host is gone) for
+# this long is lost; a single missed poll is not.
 LOST_AFTER_SEC = 10.0
+# A status port that is open but does not answer in time belongs to a host that may only be
+# overloaded (ranks starting on every core): it is lost after this long.
+SILENT_AFTER_SEC = 60.0
 # How long a leader keeps its final state up for the followers that have not read it yet.
 FINAL_STATE_WAIT_SEC = 30.0
-# A host whose `train` does not answer on this many polls in a row has ended (exited).
+# A host whose `train` port is closed on this many polls in a row has ended (exited).
 GONE_AFTER_POLLS = 2
 
 RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
@@ -296,7 +301,7 @@ class StatusServer:
                 self._changed.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
                 pending -= self._read_final
             gone |= {host for host in pending
-                     if read_status(host, follower_port or self.port, self.host_name) is None}
+                     if poll_status(host, follower_port or self.port, self.host_name)[1]}  # its port closed
         unread = sorted(set(followers) - self._read_final - gone)
         if unread:
             log.warning("%s did not read how this host ended within %.0f s", ", ".join(unread), wait_sec)
@@ -308,27 +313,37 @@ class StatusServer:
 
 def read_status(host: str, port: int, me: str) -> str | None:
     """The state `host` publishes, or None when it does not answer."""
+    return _ask(host, port, me)[0]
+
+
+def poll_status(host: str, port: int, me: str) -> tuple[str | None, bool]:
+    """(the state `host` publishes or None, and whether its port is certainly closed:
+    refused, or its address unreachable). A port that is slow to answer is not closed."""
     return _ask(host, port, me)
 
 
 def read_fact(host: str, port: int, me: str, fact: str) -> str | None:
     """A fact `host` publishes (trainer.launch.ssh_trust's keys): None while it does not
     answer or has not published it yet."""
-    return _ask(host, port, f"{me} {fact}")
+    return _ask(host, port, f"{me} {fact}")[0]
 
 
-def _ask(host: str, port: int, line: str) -> str | None:
+CLOSED_ERRNOS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
+def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
+    """(the one-line reply or None, and whether the port is certainly closed)."""
     address = resolve(host)
     if address is None:
-        return None
+        return None, False
     try:
         with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_SEC) as connection:
             connection.settimeout(CONNECT_TIMEOUT_SEC)
             connection.sendall((line + "\n").encode())
             reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
-            return reply or None
-    except OSError:
-        return None
+            return reply or None, False
+    except OSError as err:
+        return None, err.errno in CLOSED_ERRNOS
 
 
 def is_final(status: str | None) -> bool:
@@ -336,25 +351,27 @@ def is_final(status: str | None) -> bool:
 
 
 def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] = lambda: None,
-           poll_sec: float = 1.0, lost_after_sec: float = LOST_AFTER_SEC, clock=time.monotonic) -> None:
+           poll_sec: float = 1.0, lost_after_sec: float = LOST_AFTER_SEC, silent_after_sec: float = SILENT_AFTER_SEC,
+           clock=time.monotonic) -> None:
     """Wait until `leader` (named `who` in reasons: "the coordinator on algo-1") has
     published a final state: return on done; raise Stopped or PeerLost naming it otherwise,
-    or when its port stops answering for `lost_after_sec` before a final state. A leader
-    publishes its state once its part is over: it no longer needs this host's processes.
-    `alive()` is called each poll and raises when something of this host's own has failed."""
-    silent_since = None
+    or when its port stays closed for `lost_after_sec` (or open and silent for
+    `silent_after_sec`) before a final state. A leader publishes its state once its part is
+    over: it no longer needs this host's processes. `alive()` is called each poll and raises
+    when something of this host's own has failed."""
+    silent_since = closed_since = None
     while True:
         alive()
-        status = read_status(leader, port, me)
+        status, closed = poll_status(leader, port, me)
         if is_final(status):
             break
-        if status is None:
-            silent_since = silent_since if silent_since is not None else clock()
-            if clock() - silent_since >= lost_after_sec:
-                raise PeerLost(f"{me}: {who} stopped answering before the job ended (for "
-                               f"{lost_after_sec:.0f} s): its host failed or was lost; see its log")
-        else:
-            silent_since = None
+        now = clock()
+        silent_since = None if status is not None else silent_since if silent_since is not None else now
+        closed_since = None if not closed else closed_since if closed_since is not None else now
+        for since, limit in ((closed_since, lost_after_sec), (silent_since, silent_after_sec)):
+            if since is not None and now - since >= limit:
+                raise PeerLost(f"{me}: {who} stopped answering before the job ended (for {limit:.0f} s): its "
+                               "host failed or was lost; see its log")
         time.sleep(poll_sec)
     state, _, reason = status.partition(" ")
     if state == STOPPED:
@@ -380,10 +397,11 @@ def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, po
         log.info("this host's part has ended; waiting for %s to end theirs (at most %.0f s, peer_wait_sec)",
                  ", ".join(running), timeout_sec)
     while running:
-        states = _at_once(lambda peer: read_status(peer.host, peer.port, me), list(running.values()),
-                          CHECK_TIMEOUT_SEC, None)
-        for peer, status in states.items():
-            silent[peer.host] = 0 if status is not None else silent[peer.host] + 1
+        states = _at_once(lambda peer: poll_status(peer.host, peer.port, me), list(running.values()),
+                          CHECK_TIMEOUT_SEC, (None, False))
+        for peer, (status, closed) in states.items():
+            # Only a closed port says a host's `train` has exited; a slow one may be busy.
+            silent[peer.host] = silent[peer.host] + 1 if closed else 0
             if is_final(status) or silent[peer.host] >= GONE_AFTER_POLLS:
                 del running[peer.host]
         elapsed = clock() - started
