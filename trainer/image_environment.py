@@ -64,6 +64,28 @@ def cpu_defaults(environ, num_cpus: int, num_physical_cores: int) -> dict[str, s
     return {key: value for key, value in values.items() if key not in own}
 
 
+NETWORK_INTERFACE = "SM_NETWORK_INTERFACE_NAME"
+
+
+def present_network_interfaces(folder: str = "/sys/class/net") -> list[str]:
+    try:
+        return sorted(name for name in os.listdir(folder) if name != "lo")
+    except OSError:
+        return []
+
+
+def network_interface_that_exists(environ, present: list[str]) -> dict[str, str]:
+    """SM_NETWORK_INTERFACE_NAME where the one it names is not in this container and exactly
+    one other is: SageMaker's local mode for ModelTrainer names SageMaker's interface
+    (ethwe) in containers whose only one is eth0, and its MPI driver passes that name to
+    mpirun (`btl_tcp_if_include`), which then finds no network. Nothing changes where
+    the named interface exists or the choice is not clear."""
+    named = environ.get(NETWORK_INTERFACE)
+    if not named or named in present or len(present) != 1:
+        return {}
+    return {NETWORK_INTERFACE: present[0]}
+
+
 def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str = IMAGE_ENVIRONMENT) -> None:
     """In a Python process of the image that `train` did not start: its defaults and CPU
     settings, before anything imports TensorFlow. Never raises: it runs in every process."""
@@ -81,6 +103,7 @@ def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str
         environ.update(derived)
         if derived:
             environ[DERIVED] = ",".join(sorted(derived))
+        environ.update(network_interface_that_exists(environ, present_network_interfaces()))
     except Exception:  # a Python process of the image must start whatever happens here
         pass
     trust_for_a_model_trainer_driver(environ, list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from trainer.image_environment import apply_image_environment, at_python_start, cpu_defaults
+from trainer.image_environment import apply_image_environment, at_python_start, cpu_defaults, network_interface_that_exists
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,3 +70,23 @@ def test_cpu_settings_of_a_process_train_did_not_start(name):
     got = cpu_defaults(environ, num_cpus=8, num_physical_cores=4)
     assert {key: got[key] for key in expected} == expected
     assert not set(got) & {key for key in environ if key not in environ.get("TRAINER_DERIVED_CPU_SETTINGS", "")}
+
+
+# SM_NETWORK_INTERFACE_NAME and the container's interfaces (loopback left out) -> what a
+# process that `train` did not start is given.
+INTERFACE_CASES = {
+    "ModelTrainer's local mode names SageMaker's ethwe; the container has eth0": ("ethwe", ["eth0"], "eth0"),
+    "on SageMaker: ethwe exists": ("ethwe", ["ethwe"], "ethwe"),
+    "named and present among several": ("eth1", ["eth0", "eth1"], "eth1"),
+    "absent, and several others: no clear choice": ("ethwe", ["eth0", "eth1"], "ethwe"),
+    "no interface at all": ("ethwe", [], "ethwe"),
+    "not set": (None, ["eth0"], None),
+}
+
+
+@pytest.mark.parametrize("name", INTERFACE_CASES)
+def test_the_network_interface_mpi_is_told_exists(name):
+    named, present, expected = INTERFACE_CASES[name]
+    environ = {} if named is None else {"SM_NETWORK_INTERFACE_NAME": named}
+    environ.update(network_interface_that_exists(environ, present))
+    assert environ.get("SM_NETWORK_INTERFACE_NAME") == expected
