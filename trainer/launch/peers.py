@@ -31,6 +31,9 @@ log = logging.getLogger("trainer")
 
 LOG_EVERY_SEC = 10.0
 CONNECT_TIMEOUT_SEC = 2.0
+# Reading another host's status: long enough for the kernel to say that an address is gone
+# (no route to host, after 3 s of unanswered ARP), not only that it is slow.
+STATUS_CONNECT_TIMEOUT_SEC = 5.0
 CHECK_TIMEOUT_SEC = 10.0  # one check of one peer (a lookup, then a connect or a login)
 RESOLVE_TIMEOUT_SEC = 5.0  # one lookup; a host that does not resolve in this is tried again
 # A leader whose status port is closed (its `train` has exited, or its host is gone) for
@@ -337,7 +340,7 @@ def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
     if address is None:
         return None, False
     try:
-        with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_SEC) as connection:
+        with socket.create_connection((address, port), timeout=STATUS_CONNECT_TIMEOUT_SEC) as connection:
             connection.settimeout(CONNECT_TIMEOUT_SEC)
             connection.sendall((line + "\n").encode())
             reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
