@@ -3,8 +3,10 @@ before it is trusted, and two hosts exchange their keys over their status ports,
 loopback addresses of this machine, with ssh-keygen's real keys. (sshd itself runs in the
 container tests: tests/container/test_security.py.)"""
 import os
+import runpy
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -162,10 +164,22 @@ def test_an_outsider_reads_no_key(two_hosts):
 
 
 def test_no_private_key_is_in_the_sources():
-    header = "-----BEGIN " + "OPENSSH PRIVATE KEY"  # split: this file must not match itself
+    """Every file git tracks, read as the image build reads its packages
+    (container/drop-private-keys.py): no PEM private key block."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if not os.path.isdir(os.path.join(root, ".git")):
         pytest.skip("not a git work tree: the sources are what git tracks")
-    tracked = subprocess.run(["git", "grep", "-l", "-I", "-F", "-e", header, "-e", "PRIVATE " + "KEY-----"], cwd=root,
-                             capture_output=True, text=True)
-    assert tracked.returncode == 1 and tracked.stdout == "", tracked.stdout + tracked.stderr  # 1: nothing found
+    holds_a_private_key = runpy.run_path(os.path.join(root, "container", "drop-private-keys.py"))["holds_a_private_key"]
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    files = [Path(root, name) for name in tracked.decode().split("\0") if name]
+    assert len(files) > 100
+    assert [str(path) for path in files if path.is_file() and holds_a_private_key(path)] == []
+
+
+def test_the_private_key_check_finds_a_real_key_and_not_code_naming_it(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    holds_a_private_key = runpy.run_path(os.path.join(root, "container", "drop-private-keys.py"))["holds_a_private_key"]
+    new_public_key(tmp_path)  # and its private half, beside it
+    code = tmp_path / "code.py"
+    code.write_text('HEADER = "-----BEGIN " + "RSA PRIVATE KEY-----"\nif line.startswith(HEADER):\n    pass\n')
+    assert holds_a_private_key(tmp_path / "key") and not holds_a_private_key(code)
