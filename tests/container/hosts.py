@@ -11,8 +11,12 @@ import subprocess
 import time
 import uuid
 
-from conftest import IMAGE, remove_containers
+import pytest
+
+from conftest import IMAGE, PROJECT_ROOT, remove_containers
 from trainer.local.runner import LocalJob
+
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")  # mounted into every host, read-only
 
 
 class ContainerHosts:
@@ -33,15 +37,22 @@ class ContainerHosts:
     def name(self, host: str) -> str:
         return f"{self.tag}-{host}"
 
-    def start(self, *hosts: str) -> None:
+    def start(self, *hosts: str, env: dict[str, str] | None = None) -> None:
         for host in hosts or self.job.host_names:
             mounts = ["-v", f"{self.folders[host]}:/opt/ml"]
+            mounts += [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
             for folder in self.data_dirs:  # the job's channel links point here
                 mounts += ["-v", f"{folder}:{folder}:ro"]
             self._run([self.engine, "run", "-d", "--name", self.name(host), "--hostname", host,
                        "--network", self.network, "--network-alias", host, "--shm-size", "1g",
                        *mounts, IMAGE, "train"])
             self.started[host] = time.monotonic()
+
+    def outsider(self, command: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        """`command` in a container of the same image on the job's network that is not one
+        of the job's hosts (a machine on the same subnet as a job's hosts)."""
+        return self._run([self.engine, "run", "--rm", "--name", self.name("outsider"), "--network", self.network,
+                          IMAGE, *command], timeout=timeout, check=False)
 
     def logs(self, host: str) -> str:
         done = self._run([self.engine, "logs", self.name(host)], check=False)
@@ -63,7 +74,11 @@ class ContainerHosts:
 
     def wait(self, host: str, timeout: float) -> int:
         """The host's exit code once its container has ended (within `timeout`)."""
-        self._run([self.engine, "wait", self.name(host)], timeout=timeout)
+        try:
+            self._run([self.engine, "wait", self.name(host)], timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{host} did not end within {timeout:.0f} s; its log ends:\n"
+                                 f"{self.logs(host)[-4000:]}") from None
         done = self._run([self.engine, "inspect", "--format", "{{.State.ExitCode}}", self.name(host)])
         return int(done.stdout.strip())
 
@@ -83,7 +98,7 @@ class ContainerHosts:
         return failure.splitlines()[0]
 
     def remove(self) -> None:
-        names = [self.name(host) for host in self.job.host_names]
+        names = [self.name(host) for host in (*self.job.host_names, "outsider")]
         remove_containers(self.engine, *names)
         self._run([self.engine, "network", "rm", self.network], check=False)
 
@@ -92,3 +107,21 @@ class ContainerHosts:
         done = self._run([self.engine, "ps", "-a", "--format", "{{.Names}}"], check=False)
         networks = self._run([self.engine, "network", "ls", "--format", "{{.Name}}"], check=False)
         return [name for name in done.stdout.split() + networks.stdout.split() if name.startswith(self.tag)]
+
+
+@pytest.fixture
+def hosts_of(network_ready, aws_split, tmp_path):
+    """hosts_of(hyperparameters, hosts=2): a job's hosts as containers, removed at the end."""
+    made = []
+
+    def make(hyperparameters: dict, hosts: int = 2) -> ContainerHosts:
+        job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
+                       {key: str(value) for key, value in hyperparameters.items()}, hosts=hosts)
+        made.append(ContainerHosts(network_ready, job, tmp_path / f"job{len(made)}",
+                                   [os.path.dirname(aws_split["training"]), SCRIPTS]))
+        return made[-1]
+
+    yield make
+    for cluster in made:
+        cluster.remove()
+        assert cluster.leftovers() == []

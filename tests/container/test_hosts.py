@@ -11,32 +11,11 @@ import time
 
 import pytest
 
-from conftest import PROJECT_ROOT
-from hosts import ContainerHosts
-from trainer.local.runner import LocalJob
+from hosts import SCRIPTS, hosts_of  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 PEER_WAIT_SEC = 15
-SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")  # mounted into every host, read-only
 END_WITHIN_SEC = 60  # after the fault: a hang guard, not a speed claim
-
-
-@pytest.fixture
-def hosts_of(network_ready, aws_split, tmp_path):
-    """hosts_of(hyperparameters, hosts=2): a job's hosts as containers, removed at the end."""
-    made = []
-
-    def make(hyperparameters: dict, hosts: int = 2) -> ContainerHosts:
-        job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
-                       {key: str(value) for key, value in hyperparameters.items()}, hosts=hosts)
-        made.append(ContainerHosts(network_ready, job, tmp_path / f"job{len(made)}",
-                                   [os.path.dirname(aws_split["training"]), SCRIPTS]))
-        return made[-1]
-
-    yield make
-    for cluster in made:
-        cluster.remove()
-        assert cluster.leftovers() == []
 
 
 def test_a_second_host_that_never_starts(hosts_of, record_fault):

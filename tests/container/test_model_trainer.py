@@ -10,7 +10,8 @@ import tarfile
 import pytest
 
 from mnist_arrays import write_mnist_arrays
-from sdk_jobs import ONE_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members, sdk_job, sdk_path  # noqa: F401
+from sdk_jobs import (ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members,  # noqa: F401
+                      sdk_job, sdk_path)
 from conftest import PROJECT_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
@@ -30,3 +31,18 @@ def test_a_keras_script_through_model_trainer(sdk_path, tmp_path):
     assert seen["KMP_AFFINITY"] == "granularity=fine,compact,1,0" and seen["KMP_BLOCKTIME"] == "1"
     assert all(int(seen[name]) >= 1 for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                                                  "TF_NUM_INTEROP_THREADS")), seen
+
+
+def test_horovod_on_two_hosts_through_model_trainer_s_mpi_driver(sdk_path, tmp_path):
+    """ModelTrainer's MPI driver starts sshd on every host and logs in from each to the
+    others with the key it finds: the image has none, so each host makes this job's keys and
+    trusts the others' before that driver starts (docs/security.md)."""
+    result, log, _ = sdk_job(sdk_path, tmp_path, {
+        "source_dir": os.path.join(PROJECT_ROOT, "tests", "scripts", "aws_style"), "entry_script": "hvd_ranks.py",
+        "instance_count": 2, "mpi_processes_per_host": 2, "inputs": {}, "root": str(tmp_path / "job")},
+        timeout=TWO_HOST_TIMEOUT_SEC, driver="run_model_trainer.py")
+    every_host_succeeded(result, log)
+    assert "Running MPI Driver" in log, log[-4000:]  # ModelTrainer's driver ran it, not train
+    assert "ssh: this job's hosts trust each other's keys for this job only" in log
+    for rank in range(4):  # every rank printed what it saw (only algo-1's model folder is kept locally)
+        assert f"{{'local-rank': {rank % 2}, 'rank': {rank}, 'size': 4}}" in log, log[-4000:]

@@ -48,6 +48,18 @@ def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
         assert re.search(definition["Regex"], log), definition
 
 
+def test_algorithm_horovod_on_two_hosts(sdk_path, sdk_inputs, tmp_path):
+    """The built-in model with the SDK's MPI keys, 2 hosts x 2 ranks: mpirun reaches the
+    second host over ssh with keys made for this job (the image holds none)."""
+    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs, "hyperparameters": {
+        "num_epochs": 1, "sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}},
+        timeout=TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "distribution: horovod" in log and "world size 4" in log
+    assert "ssh: this job's keys made (a login key)" in log and "ssh: this job's keys made (a host key)" in log
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
 def test_bad_hyperparameter_fails_fast_and_says_why(sdk_path, sdk_inputs, tmp_path):
     result, log, seconds = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
                                                          "hyperparameters": {"batch_size": "large"}},

@@ -5,7 +5,8 @@ then python3 on the script), not the image's `train`. Argument: a JSON job descr
 prints `RESULT {json}` last: the model artifact's URI, or the error.
 
     {"image": ..., "source_dir": ..., "entry_script": "train.py", "hyperparameters": {...},
-     "inputs": {"training": "/local/folder"}, "root": "/folder for the job's files"}
+     "inputs": {"training": "/local/folder"}, "root": "/folder for the job's files",
+     "instance_count": 1, "mpi_processes_per_host": 2 (ModelTrainer's MPI driver; absent: none)}
 """
 import json
 import os
@@ -20,12 +21,15 @@ os.makedirs(job["root"], exist_ok=True)  # where ModelTrainer keeps the job's fo
 import boto3  # noqa: E402
 from sagemaker.modules import Session  # noqa: E402
 from sagemaker.modules.configs import Compute, InputData, SourceCode  # noqa: E402
+from sagemaker.modules.distributed import MPI  # noqa: E402
 from sagemaker.modules.train import ModelTrainer  # noqa: E402
 from sagemaker.modules.train.model_trainer import Mode  # noqa: E402
 
 trainer = ModelTrainer(training_image=job["image"], training_mode=Mode.LOCAL_CONTAINER,
                        source_code=SourceCode(source_dir=job["source_dir"], entry_script=job["entry_script"]),
-                       compute=Compute(instance_type="local_cpu", instance_count=1),
+                       compute=Compute(instance_type="local_cpu", instance_count=job.get("instance_count", 1)),
+                       distributed=(MPI(process_count_per_node=job["mpi_processes_per_host"])
+                                    if "mpi_processes_per_host" in job else None),
                        hyperparameters=job.get("hyperparameters", {}), base_job_name="trainer-test",
                        role="arn:aws:iam::111111111111:role/local", local_container_root=job["root"],
                        sagemaker_session=Session(boto_session=boto3.Session(region_name="us-east-1")))
