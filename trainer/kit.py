@@ -13,6 +13,10 @@ A script that uses none of them still runs; each one gives what the container kn
                                        estimator's metric_definitions), checkpoints to
                                        /opt/ml/checkpoints (chief), and on SIGTERM stops at
                                        the next step and saves
+    kit.tensorboard(batch_size)        a callback writing TensorBoard scalars where SageMaker
+                                       uploads them live (loss, samples/sec, learning rate
+                                       by step; every epoch's logs by epoch: the chief; each
+                                       rank's samples/sec, when there are several)
     kit.export(model)                  a SavedModel in TF Serving's layout, SM_MODEL_DIR/1
                                        (chief only; returns its path)
 
@@ -119,6 +123,19 @@ def callbacks(batch_size: int, model=None, log_steps: int = 100) -> list:
     if checkpoint is not None:
         result.append(tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: checkpoint.save()))
     return result
+
+
+def tensorboard(batch_size: int, log_steps: int = 100, per_rank: bool = True) -> list:
+    """[a Keras callback] writing TensorBoard's runs as the built-in model does
+    (trainer.training.tensorboard): `train` and `epoch` from the chief, `rank-<r>` from
+    every rank when there are several (`per_rank`). `batch_size`: this rank's."""
+    from trainer.training import tensorboard as board
+
+    job = _job_and_plan()[0]
+    runs = board.planned_runs(max(rank(), 0), is_chief(), per_rank and world_size() > 1)
+    print(f"TensorBoard: {', '.join(runs) or 'nothing'} of this rank into {job.tensorboard_dir}", flush=True)
+    return [board.ScalarsCallback(board.Runs(job.tensorboard_dir, runs), batch_size, world_size(), log_steps,
+                                  max(rank(), 0))]
 
 
 def export(model, version: int = 1) -> str | None:

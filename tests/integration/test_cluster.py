@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from conftest import pids_of, run_local
+from tensorboard_events import runs, series
 from test_train_local import check_saved_model
 
 pytestmark = [
@@ -37,7 +38,7 @@ def test_parameter_servers_on_two_hosts(aws_split, tmp_path):
 
 
 def test_multi_worker_mirrored_on_two_hosts(aws_split, tmp_path):
-    run = run_local(tmp_path, aws_split, {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"},
+    run = run_local(tmp_path, aws_split, {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "log_steps": 4},
                     hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
     assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
     metrics = run.metrics
@@ -45,3 +46,7 @@ def test_multi_worker_mirrored_on_two_hosts(aws_split, tmp_path):
     assert metrics["steps"] == 3 * 16 and metrics["eval_auc"] >= 0.68, metrics
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert not os.path.exists(os.path.join(os.path.dirname(run.job_dir), "algo-2", "model", "1"))
+    # Each host uploads its own folder: the chief's curves and rate, the other host's rate.
+    assert runs(os.path.join(run.job_dir, "output", "tensorboard")) == {"train": 1, "epoch": 1, "rank-0": 1}
+    second = os.path.join(os.path.dirname(run.job_dir), "algo-2", "output", "tensorboard")
+    assert runs(second) == {"rank-1": 1} and series(os.path.join(second, "rank-1"), "samples_per_sec")

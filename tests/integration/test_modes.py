@@ -5,7 +5,8 @@ import time
 import pytest
 
 from conftest import run_local
-from test_train_local import check_saved_model
+from tensorboard_events import runs, series
+from test_train_local import assert_tensorboard_curves, check_saved_model
 from trainer.data.split import split
 
 pytestmark = pytest.mark.slow
@@ -39,8 +40,13 @@ def test_replicas_in_one_process(aws_split, tmp_path, mode):
 
 
 def test_horovod_two_ranks_file_mode(aws_split, tmp_path):
-    run = run_local(tmp_path, aws_split, MPI_2)
+    run = run_local(tmp_path, aws_split, {**MPI_2, "log_steps": "4"})
     metrics = assert_trained(run, steps=3 * 16, world_size=2, global_batch=512)  # 4,000 per rank
+    root = os.path.join(run.job_dir, "output", "tensorboard")
+    assert runs(root) == {"train": 1, "epoch": 1, "rank-0": 1, "rank-1": 1}  # one writer per run
+    assert_tensorboard_curves(root, 3, metrics["history"])
+    for rank in (0, 1):  # each rank's own rate, half the job's
+        assert series(os.path.join(root, f"rank-{rank}"), "samples_per_sec")
     assert metrics["distribution"] == "horovod"
     assert "shared channel, FullyReplicated: shard(world_size, rank)" in run.log
     assert "--map-by slot:PE=1 --bind-to core" in run.log  # P10

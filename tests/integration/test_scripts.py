@@ -9,6 +9,7 @@ import os
 import pytest
 
 from conftest import PROJECT_ROOT, run_local
+from tensorboard_events import runs, series
 from test_train_local import check_saved_model
 
 pytestmark = pytest.mark.slow
@@ -138,6 +139,18 @@ def test_hosts_that_end_apart_end_together(tmp_path):
     for host in ("algo-1", "algo-2"):
         assert os.path.exists(os.path.join(tmp_path, host, "output", "success"))
     assert os.path.exists(os.path.join(tmp_path, "algo-1", "model", "model.json"))
+
+
+def test_the_kit_writes_tensorboard_runs_for_a_script(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("kit_tensorboard_train.py", epochs=2, **MPI_2))
+    assert run.exit_code == 0, run.log[-3000:]
+    root = os.path.join(run.job_dir, "output", "tensorboard")
+    assert runs(root) == {"train": 1, "epoch": 1, "rank-0": 1, "rank-1": 1}  # one writer per run
+    loss = series(os.path.join(root, "train"), "loss")
+    assert len(loss) >= 4 and [step for step, _ in loss] == sorted({step for step, _ in loss})
+    val_auc = series(os.path.join(root, "epoch"), "val_auc")  # the script's own metric, by epoch
+    assert [epoch for epoch, _ in val_auc] == [1, 2] and all(0.5 < auc <= 1 for _, auc in val_auc), val_auc
+    assert all(series(os.path.join(root, f"rank-{rank}"), "samples_per_sec") for rank in (0, 1))
 
 
 def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import PROJECT_ROOT, run_local
+from tensorboard_events import runs, series
 from trainer.cpu.settings import bfloat16_supported
 from trainer.report import METRIC_DEFINITIONS
 
@@ -30,7 +31,7 @@ def check_saved_model(export_dir, field_size=39):
 def file_and_pipe_runs(aws_split, tmp_path_factory):
     """The DeepFM sample's data, 8,000/2,000, 3 epochs, default hyperparameters, priced as
     one ml.c5.2xlarge."""
-    hp = {"feature_size": 117581}
+    hp = {"feature_size": 117581, "log_steps": 8}
     return {mode: run_local(tmp_path_factory.mktemp(mode), aws_split, hp, input_mode=mode,
                             instance_type="ml.c5.2xlarge") for mode in ("File", "Pipe")}
 
@@ -47,6 +48,28 @@ def test_trains_evaluates_and_exports(file_and_pipe_runs, mode):
     assert [h["epoch"] for h in metrics["history"]] == [1, 2, 3]
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
+
+
+def assert_tensorboard_curves(root: str, epochs: int, history: list) -> None:
+    """The chief's runs, read back with TensorBoard's reader: the loss, the job's samples/sec
+    and the learning rate by step; the evaluation by epoch, as the job's metrics say."""
+    loss = series(os.path.join(root, "train"), "loss")
+    steps = [step for step, _ in loss]
+    assert len(loss) >= epochs and steps == sorted(set(steps)) and all(0 < value < 5 for _, value in loss), loss
+    assert all(rate > 0 for _, rate in series(os.path.join(root, "train"), "samples_per_sec"))
+    assert all(rate > 0 for _, rate in series(os.path.join(root, "train"), "learning_rate"))
+    auc = series(os.path.join(root, "epoch"), "eval_auc")
+    assert [epoch for epoch, _ in auc] == list(range(1, epochs + 1))
+    assert [round(value, 5) for _, value in auc] == [round(h["eval_auc"], 5) for h in history]
+    assert [epoch for epoch, _ in series(os.path.join(root, "epoch"), "loss")] == list(range(1, epochs + 1))
+
+
+def test_tensorboard_curves_where_sagemaker_uploads_them(file_and_pipe_runs):
+    run = file_and_pipe_runs["File"]
+    root = os.path.join(run.job_dir, "output", "tensorboard")
+    assert runs(root) == {"train": 1, "epoch": 1}  # one process: no rank runs; one writer per run
+    assert_tensorboard_curves(root, 3, run.metrics["history"])
+    assert "TensorBoard, live: tensorboard --logdir" in run.log
 
 
 def test_file_and_pipe_mode_agree(file_and_pipe_runs):
@@ -95,9 +118,9 @@ def test_speed_switches_train_and_export(aws_split, tmp_path, switches):
     assert f"mixed precision: {switches['mixed_precision']}" in run.log
     check_saved_model(os.path.join(run.job_dir, "model", "1"))  # serves float32 probabilities
     if "profile_steps" in switches:
-        traces = glob.glob(os.path.join(run.job_dir, "output", "data", "tensorboard", "**", "*.xplane.pb"),
+        traces = glob.glob(os.path.join(run.job_dir, "output", "tensorboard", "profile", "**", "*.xplane.pb"),
                            recursive=True)
-        assert traces, "no profiler trace under output/data/tensorboard"
+        assert traces, "no profiler trace under output/tensorboard/profile"
 
 
 @pytest.mark.parametrize("mode", ["File", "Pipe"])
@@ -128,9 +151,11 @@ def optimizer_fn(hp):
 def test_user_module_replaces_the_model(aws_split, tmp_path):
     module = tmp_path / "my_model.py"
     module.write_text(USER_MODULE)
-    run = run_local(tmp_path / "job", aws_split, {"user_module": str(module), "bias": "-1.0", "num_epochs": 2})
+    run = run_local(tmp_path / "job", aws_split, {"user_module": str(module), "bias": "-1.0", "num_epochs": 2,
+                                                  "log_steps": 8})
     assert run.exit_code == 0, run.log[-3000:]
     assert run.metrics["model"] == "my_model" and run.metrics["eval_auc"] > 0.6
+    assert_tensorboard_curves(os.path.join(run.job_dir, "output", "tensorboard"), 2, run.metrics["history"])
     assert "user module my_model provides: model_fn, optimizer_fn" in run.log
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
 

@@ -19,6 +19,8 @@ def main(args: argparse.Namespace) -> int:
     if not job_dir:
         job_dir = tempfile.mkdtemp(prefix="trainer-job-")
         print(f"job folder: {job_dir}", flush=True)
+    # Every host's runs (output/tensorboard under each host's folder) show side by side.
+    print(f"TensorBoard, live: tensorboard --logdir {job_dir}", flush=True)
     chief_dir, exit_code = run(job, job_dir)
     print(summary(chief_dir, exit_code), flush=True)
     return exit_code

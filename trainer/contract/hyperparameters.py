@@ -237,7 +237,8 @@ SPECS: tuple[Spec, ...] = (
          "steps_per_execution: Python's per-step cost paid once per call), single and horovod only; "
          "auto: 32, at most log_steps (1 while profiling and in the other modes).", minimum=1, allow_auto=True),
     Spec("profile_steps", "int_list", None, "Trace steps a,b (e.g. 100,110) with TensorFlow's profiler "
-         "into output/data/tensorboard (TensorBoard's Profile tab); auto: off.", minimum=1, allow_auto=True),
+         "into the job's TensorBoard folder, run profile (TensorBoard's Profile tab); auto: off.", minimum=1,
+         allow_auto=True),
     Spec("price_per_hour", "float", None, "USD per instance-hour, for samples per dollar; auto: "
          "SageMaker's us-east-1 On-Demand training price of the instance type (built-in table).",
          minimum=0.0, allow_auto=True),

@@ -61,6 +61,9 @@ class Job:
     checkpoint_dir: str
     # sagemaker_program in sagemaker_submit_directory: a hooks module or a training script
     entry_point: EntryPoint | None = None
+    # Where TensorBoard's event files go, uploaded live by SageMaker when the job asks for it
+    # ("" outside a job read from its folder: nothing is written).
+    tensorboard_dir: str = ""
 
     @property
     def host_index(self) -> int:
@@ -79,6 +82,25 @@ def base_dir_from_env() -> str:
 def output_dir_of(base_dir: str) -> str:
     """Where the failure file goes, known even when the rest of the job cannot be read."""
     return os.environ.get("SM_OUTPUT_DIR", os.path.join(base_dir, "output"))
+
+
+TENSORBOARD_CONFIG = "tensorboardoutputconfig.json"
+
+
+def tensorboard_dir_of(input_config_dir: str, output_dir: str) -> str:
+    """Where SageMaker uploads TensorBoard's files from while the job runs: the LocalPath of
+    the job's TensorBoardOutputConfig (SageMaker writes it to tensorboardoutputconfig.json
+    beside the other config files), else the SDK's default, <output>/tensorboard."""
+    path = os.path.join(input_config_dir, TENSORBOARD_CONFIG)
+    if os.path.isfile(path):
+        try:
+            with open(path) as f:
+                local_path = json.load(f).get("LocalPath")
+        except (OSError, ValueError, AttributeError) as err:
+            raise JobError(f"config file {path} is not a JSON object with LocalPath: {err}") from None
+        if local_path:
+            return str(local_path)
+    return os.path.join(output_dir, "tensorboard")
 
 
 def _toolkit_environment(base_dir: str):
@@ -200,4 +222,5 @@ def read_job(base_dir: str | None = None) -> Job:
         # /opt/ml/checkpoints: SageMaker syncs it with the estimator's checkpoint_s3_uri.
         checkpoint_dir=os.path.join(base_dir, "checkpoints"),
         entry_point=entry_point,
+        tensorboard_dir=tensorboard_dir_of(environment.input_config_dir, output_dir),
     )

@@ -4,6 +4,7 @@ writes the metrics."""
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 
@@ -16,7 +17,7 @@ from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
-from trainer.training import equal_steps, switches
+from trainer.training import equal_steps, switches, tensorboard
 from trainer.training.callbacks import progress_callbacks
 from trainer.training.evaluation import Evaluator
 from trainer.training.inputs import Inputs, input_errors_explained
@@ -103,13 +104,24 @@ class TrainingRun:
         self.start_epoch, self.resume_step = self._restore()
         runtime.prepare(self.model, self.optimizer)
         self.throughput, heartbeat = progress_callbacks(runtime, plan, hp.log_steps, watchdog)
+        self.tensorboard = self._tensorboard_runs()
         self.callbacks = [self.throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()
-        if runtime.writes_outputs:
-            self.callbacks += switches.profiler_callbacks(hp, job.output_data_dir)
+        self.callbacks.append(tensorboard.ScalarsCallback(
+            self.tensorboard, runtime.batch_size, plan.world_size if runtime.batch_callbacks else 1, hp.log_steps,
+            process.rank, batch_level=runtime.batch_callbacks))
+        if runtime.writes_outputs and job.tensorboard_dir:
+            self.callbacks += switches.profiler_callbacks(hp, os.path.join(job.tensorboard_dir, tensorboard.PROFILE_RUN))
         self.evaluator = Evaluator(self.model, runtime.all_reduce_sum, watchdog.progress)
         self.price = price_of(job.instance_type, len(job.hosts), hp.price_per_hour)
         self.history: list[dict] = []
         self.train_seconds = 0.0
+
+    def _tensorboard_runs(self) -> tensorboard.Runs:
+        """The chief writes the model's curves; with several training processes in step
+        (Horovod, multi-worker mirrored) each also writes its own rate."""
+        several = self.runtime.batch_callbacks and self.plan.world_size > 1
+        runs = tensorboard.planned_runs(self.process.rank, self.runtime.writes_outputs, several)
+        return tensorboard.Runs(self.job.tensorboard_dir, runs if self.job.tensorboard_dir else ())
 
     def _build_model(self):
         hp, runtime = self.hp, self.runtime
@@ -148,6 +160,7 @@ class TrainingRun:
         if self.inputs.eval_channel and not self.history:  # resumed after the last epoch: evaluate what was restored
             self.history.append({"epoch": self.start_epoch, **self._evaluate(self.start_epoch, 0)})
         metrics = self._metrics()
+        self.tensorboard.close()
         self._export(metrics)
         return metrics
 
@@ -175,6 +188,9 @@ class TrainingRun:
         self.saved.epoch_step.assign(0)
         record = self._record(epoch, loss, pass_index)
         self.history.append(record)
+        self.tensorboard.write(tensorboard.EPOCH_RUN, epoch + 1, {
+            name: record.get(name) for name in ("eval_auc", "eval_logloss")})
+        self.tensorboard.flush()
         samples_per_sec = self.throughput.samples_per_sec
         per_dollar = self.price.samples_per_dollar(samples_per_sec)
         log.info("epoch=%d steps=%d train_loss=%s%s samples/sec=%.1f%s", epoch + 1, self.step,

@@ -4,7 +4,6 @@ onto them (the planner rejects the combinations that cannot work)."""
 from __future__ import annotations
 
 import logging
-import os
 
 from trainer.cpu import settings as cpu
 from trainer.errors import JobError
@@ -32,13 +31,12 @@ def compile_options(hp) -> dict:
     return {"jit_compile": True} if hp.jit_compile else {}
 
 
-def profiler_callbacks(hp, output_data_dir: str) -> list:
-    """A TensorBoard callback tracing steps a..b, written where SageMaker uploads from."""
+def profiler_callbacks(hp, log_dir: str) -> list:
+    """A TensorBoard callback tracing steps a..b into `log_dir` (TensorBoard's Profile tab)."""
     if hp.profile_steps is None:
         return []
     import tensorflow as tf
 
-    log_dir = os.path.join(output_data_dir, "tensorboard")
     log.info("profiling steps %d..%d into %s", *hp.profile_steps, log_dir)
     return [tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=tuple(hp.profile_steps),
                                            histogram_freq=0, write_graph=False, update_freq="epoch")]
