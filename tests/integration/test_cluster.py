@@ -34,6 +34,11 @@ def test_parameter_servers_on_two_hosts(aws_split, tmp_path):
     assert "[algo-2]" in run.log and "the coordinator on algo-1 is done" in run.log
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))  # the chief's (P26)
+    # The coordinator trains alone: its curves, one point a step per epoch (no per-step callbacks here).
+    root = os.path.join(run.job_dir, "output", "tensorboard")
+    assert runs(root) == {"train": 1, "epoch": 1}
+    assert [step for step, _ in series(os.path.join(root, "train"), "samples_per_sec")] == [32, 64, 96]
+    assert [epoch for epoch, _ in series(os.path.join(root, "epoch"), "eval_auc")] == [1, 2, 3]
     assert no_task_left(tmp_path)  # every PS and worker task ended with the job
 
 

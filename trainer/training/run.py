@@ -106,9 +106,9 @@ class TrainingRun:
         self.throughput, heartbeat = progress_callbacks(runtime, plan, hp.log_steps, watchdog)
         self.tensorboard = self._tensorboard_runs()
         self.callbacks = [self.throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()
-        self.callbacks.append(tensorboard.ScalarsCallback(
-            self.tensorboard, runtime.batch_size, plan.world_size if runtime.batch_callbacks else 1, hp.log_steps,
-            process.rank, batch_level=runtime.batch_callbacks))
+        self.callbacks.append(tensorboard.scalars_callback(
+            self.tensorboard, runtime.batch_size, plan.world_size if runtime.batch_callbacks else 1, process.rank,
+            hp.log_steps, batch_level=runtime.batch_callbacks))
         if runtime.writes_outputs and job.tensorboard_dir:
             self.callbacks += switches.profiler_callbacks(hp, os.path.join(job.tensorboard_dir, tensorboard.PROFILE_RUN))
         self.evaluator = Evaluator(self.model, runtime.all_reduce_sum, watchdog.progress)

@@ -79,42 +79,31 @@ def _updates(model) -> int:
     return int(model.optimizer.iterations.numpy())
 
 
-class ScalarsCallback(tf.keras.callbacks.Callback):
-    """Writes the runs' scalars while Keras trains. `samples_per_step`: this process's
-    batch (its rank run's rate); `world_size` processes train in step (the job's rate).
-    `batch_level` False: Keras allows no per-step callbacks (parameter servers), so the
-    train run gets one point per epoch."""
+class EpochScalars(tf.keras.callbacks.Callback):
+    """Writes the runs' scalars at each epoch's end (modes that allow no per-step callbacks:
+    parameter servers, where Keras refuses a callback that defines any). `samples_per_step`:
+    this process's batch (its rank run's rate); `world_size` processes train in step (the
+    job's rate)."""
 
-    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, log_steps: int, rank: int,
-                 batch_level: bool = True):
+    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, rank: int):
         super().__init__()
         self.runs, self.samples_per_step, self.world_size = runs, samples_per_step, world_size
-        self.log_steps, self.rank_run, self.batch_level = max(1, log_steps), rank_run(rank), batch_level
+        self.rank_run = rank_run(rank)
+        self._window = None  # (step, time) the current window started at
         self._flushed = time.monotonic()
 
-    def on_train_begin(self, logs=None):
-        self._window = None  # (step, time) the current window started at
-
     def on_epoch_begin(self, epoch, logs=None):
-        if not self.batch_level:
-            self._window = (_updates(self.model), time.perf_counter())
-
-    def on_train_batch_end(self, batch, logs=None):
-        if not self.batch_level:
-            return
-        if self._window is None:  # the first call of a fit traces the graph: not timed
-            self._window = (_updates(self.model), time.perf_counter())
-        elif _updates(self.model) // self.log_steps > self._window[0] // self.log_steps:
-            self._write_window(logs)
+        self._window = (_updates(self.model), time.perf_counter())
 
     def on_epoch_end(self, epoch, logs=None):
-        if not self.batch_level and self._window is not None:
-            self._write_window(logs)
+        self._write_window(logs)
         self.runs.write(EPOCH_RUN, epoch + 1, dict(logs or {}))
         self.runs.flush()
         self._flushed = time.monotonic()
 
     def _write_window(self, logs) -> None:
+        if self._window is None:
+            return
         step, now = _updates(self.model), time.perf_counter()
         first_step, started = self._window
         self._window = (step, now)
@@ -127,3 +116,32 @@ class ScalarsCallback(tf.keras.callbacks.Callback):
         if time.monotonic() - self._flushed >= FLUSH_SECONDS:
             self.runs.flush()
             self._flushed = time.monotonic()
+
+
+class StepScalars(EpochScalars):
+    """Writes the runs' scalars every `log_steps` steps, and each epoch's at its end."""
+
+    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, rank: int, log_steps: int):
+        super().__init__(runs, samples_per_step, world_size, rank)
+        self.log_steps = max(1, log_steps)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._window = None  # the first call of a fit traces the graph: not timed
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._window is None:
+            self._window = (_updates(self.model), time.perf_counter())
+        elif _updates(self.model) // self.log_steps > self._window[0] // self.log_steps:
+            self._write_window(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._window = None  # the epoch's last steps, if fewer than log_steps, are the next window's
+        super().on_epoch_end(epoch, logs)
+
+
+def scalars_callback(runs: Runs, samples_per_step: int, world_size: int, rank: int, log_steps: int,
+                     batch_level: bool = True) -> EpochScalars:
+    """The callback that writes `runs` at the finest level the mode allows."""
+    if batch_level:
+        return StepScalars(runs, samples_per_step, world_size, rank, log_steps)
+    return EpochScalars(runs, samples_per_step, world_size, rank)
