@@ -42,16 +42,21 @@ def run(job) -> dict | None:
     except BaseException as err:
         status.finish(*final_state(err, job.output_dir), followers=followers)
         raise
-    status.finish(peers.DONE)  # read by every other host before it ends (end_with_the_job)
+    status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
 
 
 def end_with_the_job(job) -> None:
     """After this host's part has succeeded and its outputs are written: on several hosts,
     wait (bounded by peer_wait_sec) until every other host's part has ended too, so that the
-    job's hosts end together (trainer.launch.peers.wait_for_the_job_end)."""
+    job's hosts end together (trainer.launch.peers.wait_for_the_job_end). Then, for at most
+    30 s, until every other host has read that this one is done: a host that exited the
+    moment it could would look, to one still waiting, like a host that vanished."""
     others = [peers.PeerWait(host, peers.STATUS_PORT, "train") for host in job.hosts if host != job.current_host]
     peers.wait_for_the_job_end(job.current_host, others, job.hyperparameters.peer_wait_sec)
+    status = peers.serving()
+    if status is not None:
+        status.wait_until_read([peer.host for peer in others])
 
 
 def describe(plan, runs_script: bool) -> str:

@@ -294,6 +294,12 @@ class StatusServer:
         with self._changed:
             self._state = f"{state} {reason}".strip().replace("\n", " ")
             self._final.set()
+        self.wait_until_read(followers, wait_sec, follower_port)
+
+    def wait_until_read(self, followers, wait_sec: float = FINAL_STATE_WAIT_SEC,
+                        follower_port: int | None = None) -> None:
+        """Return once every host of `followers` has read this host's final state or is
+        gone (its own status port closed), or after `wait_sec`."""
         deadline = time.monotonic() + wait_sec
         gone: set[str] = set()
         while True:
@@ -381,6 +387,11 @@ def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] 
         raise Stopped(f"{me}: the job was stopped; {who}: {reason}")
     if state == FAILED:
         raise PeerLost(f"{me}: {who} failed: {reason}")
+
+
+def serving() -> StatusServer | None:
+    """This process's status port, if it has one (one per `train`, up until it ends)."""
+    return _serving[-1] if _serving else None
 
 
 def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, poll_sec: float = 1.0,
