@@ -68,12 +68,24 @@ def test_optimizers_touch_only_the_rows_of_the_batch(name):
         assert np.all(untouched == untouched[0]), slot  # still at their initial value
 
 
-def test_lazy_adam_matches_adam_on_the_rows_it_updates():
+# Lazy Adam keeps a table's moments apart (m, v) or side by side in one slot (mv) when the
+# table has at least `fused_rows` rows: the same updates either way.
+LAYOUTS = {"moments apart": 65536, "moments side by side": 1}
+
+
+def moment_m(optimizer, var):
+    if "mv" in optimizer.get_slot_names():
+        return optimizer.get_slot(var, "mv").numpy()[:, :var.shape[1]]
+    return optimizer.get_slot(var, "m").numpy()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lazy_adam_matches_adam_on_the_rows_it_updates(layout):
     """On rows present in every step, lazy Adam is exactly Adam."""
     initial = np.random.default_rng(0).normal(size=(6, 2)).astype(np.float32)
     rows = [1, 4]
     lazy_var, dense_var = tf.Variable(initial), tf.Variable(initial)
-    lazy, dense = LazyAdam(0.1), tf.keras.optimizers.legacy.Adam(0.1)
+    lazy, dense = LazyAdam(0.1, fused_rows=LAYOUTS[layout]), tf.keras.optimizers.legacy.Adam(0.1)
     for step in range(3):
         grad_rows = tf.constant(np.full((2, 2), step + 1.0, np.float32))
         lazy.apply_gradients([(tf.IndexedSlices(grad_rows, tf.constant(rows), tf.constant([6, 2])), lazy_var)])
@@ -83,13 +95,27 @@ def test_lazy_adam_matches_adam_on_the_rows_it_updates():
     np.testing.assert_allclose(lazy_var.numpy()[rows], dense_var.numpy()[rows], rtol=1e-5)
     untouched = [0, 2, 3, 5]
     np.testing.assert_array_equal(lazy_var.numpy()[untouched], initial[untouched])
+    np.testing.assert_allclose(moment_m(lazy, lazy_var)[rows], dense.get_slot(dense_var, "m").numpy()[rows],
+                               rtol=1e-5)
 
 
-def test_lazy_adam_sums_repeated_ids():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lazy_adam_on_a_dense_gradient_is_adam(layout):
+    initial = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
+    lazy_var, dense_var = tf.Variable(initial), tf.Variable(initial)
+    lazy, dense = LazyAdam(0.05, fused_rows=LAYOUTS[layout]), tf.keras.optimizers.legacy.Adam(0.05)
+    for step in range(3):
+        grad = tf.constant(np.random.default_rng(step).normal(size=(4, 3)).astype(np.float32))
+        lazy.apply_gradients([(grad, lazy_var)])
+        dense.apply_gradients([(grad, dense_var)])
+    np.testing.assert_allclose(lazy_var.numpy(), dense_var.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lazy_adam_sums_repeated_ids(layout):
     var = tf.Variable(np.zeros((3, 1), np.float32))
-    optimizer = LazyAdam(0.1)
+    optimizer = LazyAdam(0.1, fused_rows=LAYOUTS[layout])
     optimizer.apply_gradients([(tf.IndexedSlices(tf.constant([[1.0], [1.0]]), tf.constant([2, 2]),
                                                  tf.constant([3, 1])), var)])
-    m = optimizer.get_slot(var, "m").numpy()
-    assert m[2, 0] == pytest.approx(0.1 * 2.0)  # (1 - beta_1) * (1 + 1)
+    assert moment_m(optimizer, var)[2, 0] == pytest.approx(0.1 * 2.0)  # (1 - beta_1) * (1 + 1)
     assert var.numpy()[2, 0] == pytest.approx(-0.1, rel=1e-3)
