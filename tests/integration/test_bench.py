@@ -60,6 +60,15 @@ def test_limit(tmp_path):
     assert 0 < result["fraction_of_matmul"] and result["matmul_flops_per_sec"] > 0
 
 
+def test_ops_sums_the_profiled_op_time_by_type(tmp_path):
+    result, _ = bench(tmp_path, "ops", "--steps", "40")
+    shares = [row["share"] for row in result["by_type"]]
+    assert sum(shares) == pytest.approx(1.0, abs=0.01) and shares == sorted(shares, reverse=True)
+    ops = {row["op"]: row["part"] for row in result["by_type"]}
+    assert ops.get("ResourceGather") == "embedding gather and row updates"  # the embedding lookup ran
+    assert any(part == "MLP matmuls" for part in ops.values()) and result["op_time_per_step_us"] > 0
+
+
 def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
     # 64 steps an epoch: the first call of steps_per_execution steps is not timed, the second is.
     result, _ = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "2",

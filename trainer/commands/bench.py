@@ -20,6 +20,7 @@ BENCHMARKS = {
     "switches": "trainer.bench.switch_speeds",
     "peer": "trainer.bench.peer",
     "limit": "trainer.bench.limit",
+    "ops": "trainer.bench.ops",
     "build": "trainer.bench.build",
 }
 
