@@ -119,3 +119,16 @@ def test_lazy_adam_sums_repeated_ids(layout):
                                                  tf.constant([3, 1])), var)])
     assert moment_m(optimizer, var)[2, 0] == pytest.approx(0.1 * 2.0)  # (1 - beta_1) * (1 + 1)
     assert var.numpy()[2, 0] == pytest.approx(-0.1, rel=1e-3)
+
+@pytest.mark.parametrize("rate", [0.5, 0.25, 0.0])
+def test_byte_dropout_drops_its_rate_and_keeps_the_expectation(rate):
+    from trainer.models.deepfm import ByteDropout
+
+    layer = ByteDropout(rate)
+    inputs = tf.ones([64, 1000])
+    dropped = layer(inputs, training=True).numpy()
+    assert dropped.shape == (64, 1000)
+    assert abs(np.mean(dropped == 0) - rate) < 0.01  # 64,000 units: the rate within 1%
+    assert abs(dropped.mean() - 1.0) < 0.02  # the kept ones scaled by 1 / (1 - rate)
+    np.testing.assert_array_equal(layer(inputs, training=False).numpy(), inputs.numpy())  # serving: identity
+    assert ByteDropout.from_config(layer.get_config()).rate == rate

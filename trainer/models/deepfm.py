@@ -62,6 +62,32 @@ class FactorizationMachine(tf.keras.layers.Layer):
         return first_order + second_order
 
 
+class ByteDropout(tf.keras.layers.Layer):
+    """Dropout whose mask takes one random byte per unit: each random 32-bit integer gives
+    four, where Keras' Dropout draws a float per unit (its random numbers were 7% of a
+    DeepFM step's op time); the mask is the scale or zero, so one multiplication applies it
+    forward and one backward. The rate is applied in steps of 1/256 (0.5 exactly)."""
+
+    def __init__(self, rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self.threshold = min(255, round(rate * 256))  # a byte below it drops the unit
+
+    def call(self, inputs, training=None):
+        if not training or not self.threshold:
+            return inputs
+        units = tf.size(inputs)
+        # Every int32 but the largest (maxval is exclusive): a bias of one in 2^32.
+        words = tf.random.uniform([(units + 3) // 4], minval=-2**31, maxval=2**31 - 1, dtype=tf.int32)
+        random_bytes = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:units]
+        scale = tf.constant(256.0 / (256 - self.threshold), inputs.dtype)
+        mask = tf.where(random_bytes >= self.threshold, scale, tf.zeros([], inputs.dtype))
+        return inputs * tf.reshape(mask, tf.shape(inputs))
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate}
+
+
 def build_deepfm(field_size: int, feature_size: int, embedding_size: int, deep_layers,
                  dropout, l2_reg: float, seed: int | None = None) -> tf.keras.Model:
     """The DeepFM as a functional Keras model: inputs {'ids', 'values'}, output P(click)."""
@@ -87,7 +113,7 @@ def build_deepfm(field_size: int, feature_size: int, embedding_size: int, deep_l
         deep = tf.keras.layers.Dense(units, activation="relu", kernel_regularizer=regularizer,
                                      name=f"deep_{index}")(deep)
         if rate:
-            deep = tf.keras.layers.Dropout(rate, name=f"dropout_{index}")(deep)
+            deep = ByteDropout(rate, name=f"dropout_{index}")(deep)
     deep_logit = tf.keras.layers.Dense(1, kernel_regularizer=regularizer, name="deep_out")(deep)
 
     logit = tf.keras.layers.Add(name="logit")([fm_logit, deep_logit])
