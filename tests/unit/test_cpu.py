@@ -10,7 +10,8 @@ from trainer.contract.hyperparameters import parse_hyperparameters
     # (one left to the input pipeline), at least 1
     (8, 4, 1, {}, {}, dict(intra_op_threads=7, inter_op_threads=2, omp_num_threads=3,
                           kmp_affinity="granularity=fine,compact,1,0", kmp_blocktime=1, kmp_settings=False)),
-    (2, 2, 1, {}, {}, dict(intra_op_threads=1, inter_op_threads=2, omp_num_threads=1)),
+    (2, 2, 1, {}, {}, dict(intra_op_threads=1, inter_op_threads=2, omp_num_threads=1,
+                          kmp_affinity="disabled")),  # one OpenMP thread: nothing to place
     (1, 1, 1, {}, {}, dict(intra_op_threads=1, inter_op_threads=1, omp_num_threads=1)),
     (96, 48, 4, {}, {}, dict(intra_op_threads=23, omp_num_threads=11)),
     (4, 2, 8, {}, {}, dict(intra_op_threads=1, omp_num_threads=1)),
@@ -42,7 +43,7 @@ def test_sources_are_reported():
 
 def test_environment_variables():
     settings = cpu.decide(parse_hyperparameters({"kmp_blocktime": "5"}), 4, 2, 1, {})
-    assert settings.environment() == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    assert settings.environment() == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "disabled",
                                       "KMP_BLOCKTIME": "5", "KMP_SETTINGS": "0"}
 
 

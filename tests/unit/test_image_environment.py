@@ -13,7 +13,7 @@ def test_the_shipped_defaults_parse_and_the_job_s_own_win():
     environ = {"KMP_BLOCKTIME": "0"}
     applied = apply_image_environment(os.path.join(ROOT, "container", "environment"), environ)
     assert environ["KMP_BLOCKTIME"] == "0" and "KMP_BLOCKTIME" not in applied  # the job's own setting
-    assert applied["KMP_AFFINITY"] == "granularity=fine,compact,1,0"
+    assert applied["KMP_SETTINGS"] == "0" and "KMP_AFFINITY" not in applied  # KMP_AFFINITY: decided per process
     assert applied["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none" and applied["PYTHONUNBUFFERED"] == "1"
 
 
@@ -43,7 +43,9 @@ def test_which_processes_get_the_defaults_at_python_start(environ, argv, changed
     at_python_start(environ, argv, SHIPPED)
     assert (environ != before) == changed
     if changed:
-        assert environ["KMP_AFFINITY"] == "granularity=fine,compact,1,0" and int(environ["OMP_NUM_THREADS"]) >= 1
+        omp = int(environ["OMP_NUM_THREADS"])
+        assert omp >= 1 and environ["KMP_BLOCKTIME"] == "1"
+        assert environ["KMP_AFFINITY"] == ("disabled" if omp == 1 else "granularity=fine,compact,1,0")
         assert "OMP_NUM_THREADS" in environ["TRAINER_DERIVED_CPU_SETTINGS"].split(",")
 
 

@@ -307,7 +307,8 @@ SPECS: tuple[Spec, ...] = (
          group="cpu", minimum=0, allow_auto=True),
     Spec("omp_num_threads", "int", None, "OMP_NUM_THREADS for oneDNN; auto: physical cores per process minus one.",
          group="cpu", minimum=1, allow_auto=True),
-    Spec("kmp_affinity", "str", None, "KMP_AFFINITY; auto: granularity=fine,compact,1,0.",
+    Spec("kmp_affinity", "str", None, "KMP_AFFINITY; auto: granularity=fine,compact,1,0, "
+         "or disabled where a process has one OpenMP thread.",
          group="cpu", allow_auto=True),
     Spec("kmp_blocktime", "int", None, "KMP_BLOCKTIME in ms; auto: 1.",
          group="cpu", minimum=0, allow_auto=True),
