@@ -7,8 +7,8 @@
 #   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS; with none, the
 #                             CPU image builds in the background meanwhile, if it is missing)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
-#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer and
-#                             build make their own environments from bench-envs/)
+#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
+#                             and scripts make their own environments from bench-envs/)
 #   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
@@ -192,13 +192,19 @@ sdk_setup() {
 # library, side by side with the project's. Keyed by its pins; prints its python.
 bench_env() {
   local name="$1" file="$ROOT/bench-envs/$1.txt" hash venv
-  hash="$(cat "$file" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)"
+  local extra="$ROOT/bench-envs/$name.horovod.txt"  # a second step, when there is one
+  [ -f "$extra" ] || extra=/dev/null
+  hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" | sha256sum | cut -c1-16)"
   venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/bench-$name-$hash"
   if [ ! -f "$venv/.complete" ]; then
     log "creating $venv (benchmark environment $name)"
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" -r "$file" >&2
+    if [ "$extra" != /dev/null ]; then  # compiled against the TensorFlow just installed
+      env "${HOROVOD_BUILD_ENV[@]}" MAKEFLAGS="-j$(nproc)" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+        --no-build-isolation -c "$ROOT/constraints.txt" -r "$extra" >&2
+    fi
     touch "$venv/.complete"
   fi
   echo "$venv/bin/python"
@@ -208,7 +214,7 @@ bench_env() {
 bench() {
   case "${1:-}" in
     peer|all) export TRAINER_BENCH_DEEPCTR_PYTHON="${TRAINER_BENCH_DEEPCTR_PYTHON:-$(bench_env deepctr)}" ;;&
-    build|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
+    build|scripts|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
   esac
   run_in_env trainer bench "$@"
 }

@@ -88,6 +88,17 @@ def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
     assert max(row["of_best"] for row in result["rows"]) == 1.0
 
 
+def test_scripts_runs_users_scripts_through_train_and_the_aws_way(tmp_path):
+    result, _ = bench(tmp_path, "scripts", "--rows", "16384", timeout=1800)
+    rows = {row["script"]: row for row in result["rows"]}
+    assert set(rows) == {"Keras script", "Horovod script, 2 ranks", "Keras script, data by trainer.kit"}
+    for row in rows.values():  # each side reported its own speed; the ratio is of the two
+        assert row["train_samples_per_sec"] > 0 and row["aws_samples_per_sec"] > 0
+        assert row["ratio"] == pytest.approx(row["train_samples_per_sec"] / row["aws_samples_per_sec"], abs=0.01)
+    # The kit script's counterpart in AWS's container is the plain Keras script: one measure for both.
+    assert rows["Keras script"]["aws_samples_per_sec"] == rows["Keras script, data by trainer.kit"]["aws_samples_per_sec"]
+
+
 def test_optimizers(tmp_path):
     result, _ = bench(tmp_path, "optimizers", "--optimizers", "adam,sgd", "--feature-sizes", "1000,10000",
                       "--steps", "20", "--rounds", "1")

@@ -21,6 +21,7 @@ BENCHMARKS = {
     "peer": "trainer.bench.peer",
     "limit": "trainer.bench.limit",
     "ops": "trainer.bench.ops",
+    "scripts": "trainer.bench.script_speeds",
     "build": "trainer.bench.build",
 }
 

@@ -1,0 +1,129 @@
+"""Users' own training scripts through `train`, against the way AWS's TensorFlow container
+runs them: a Keras DeepFM script, the same with Horovod on 2 ranks of one host, and the
+Keras script reading its data through `trainer.kit` (trainer/bench/user_scripts/).
+
+Through `train` (`trainer local`, this project's environment): the image's TensorFlow
+build (intel-tensorflow on Intel OpenMP), each process's CPU settings for its share of the
+host, Horovod's ranks bound to their own cores. AWS's way (bench-envs/tensorflow-cpu.txt,
+made by `./build.sh bench scripts`, which sets TRAINER_BENCH_TF_CPU_PYTHON): stock
+tensorflow-cpu 2.14 with Horovod built against it, the script run as AWS's toolkit runs
+it (`python script.py`, or `mpirun ... python -m mpi4py script.py` with its binding, none),
+with no CPU settings: each rank sees every core. The kit script's counterpart there is the
+plain Keras script (AWS's container has no kit). Each script reports its own samples/sec
+(after its first 20 steps); one run of each.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from trainer.errors import JobError
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_scripts")
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULT = re.compile(r"BENCH_RESULT (\{.*\})")
+# The cases: (script, how many ranks on the host) through `train`, and the script AWS's
+# container runs for the same work.
+CASES = {
+    "Keras script": ("deepfm_keras.py", 1, "deepfm_keras.py"),
+    "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, "deepfm_horovod.py"),
+    "Keras script, data by trainer.kit": ("deepfm_kit.py", 1, "deepfm_keras.py"),
+}
+# What AWS's toolkit gives mpirun on one host (sagemaker_training.mpi): no binding.
+AWS_MPI_OPTIONS = ["--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-mca", "btl_vader_single_copy_mechanism",
+                   "none", "-mca", "plm_rsh_no_tree_spawn", "1", "-mca", "orte_abort_on_non_zero_status", "1"]
+CPU_VARIABLES = ("OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_SETTINGS", "TF_NUM_INTRAOP_THREADS",
+                 "TF_NUM_INTEROP_THREADS", "TRAINER_DERIVED_CPU_SETTINGS")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=200_000, help="generated training records")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--aws-python", default=os.environ.get("TRAINER_BENCH_TF_CPU_PYTHON"),
+                        help="python of the stock tensorflow-cpu environment (./build.sh bench scripts sets it)")
+
+
+def reported_rate(output: str, what: str) -> float:
+    found = RESULT.findall(output)
+    if not found:
+        raise JobError(f"bench scripts: {what} reported no speed; its output ends:\n{output[-3000:]}")
+    return float(json.loads(found[-1])["samples_per_sec"])
+
+
+def through_train(script: str, ranks: int, data: str, epochs: int, folder: str) -> float:
+    hyperparameters = {"sagemaker_program": script, "sagemaker_submit_directory": SCRIPTS, "epochs": epochs}
+    if ranks > 1:
+        hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=ranks)
+    command = [sys.executable, "-m", "trainer", "local", "--channel", f"training={data}", "--job-dir", folder]
+    command += [arg for key, value in hyperparameters.items() for arg in ("--hp", f"{key}={value}")]
+    env = {key: value for key, value in os.environ.items() if key not in CPU_VARIABLES}
+    done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise JobError(f"bench scripts: {script} through train failed: {(done.stdout + done.stderr)[-3000:]}")
+    return reported_rate(done.stdout, f"{script} through train")
+
+
+def the_aws_way(python: str, script: str, ranks: int, data: str, epochs: int, folder: str) -> float:
+    """As AWS's container runs it: the toolkit's SM_* variables for the script, its command."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in CPU_VARIABLES and not key.startswith(("TRAINER_", "SM_"))}
+    env.update(SM_CHANNEL_TRAINING=data, SM_MODEL_DIR=os.path.join(folder, "model"), SM_CHANNELS='["training"]',
+               PYTHONPATH=SCRIPTS, TF_CPP_MIN_LOG_LEVEL="2")
+    program = [python, script, "--epochs", str(epochs)]
+    if ranks > 1:
+        exports = [arg for key in ("SM_CHANNEL_TRAINING", "SM_MODEL_DIR", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "PATH")
+                   for arg in ("-x", key)]
+        program = ["mpirun", "--host", f"localhost:{ranks}", "-np", str(ranks), *AWS_MPI_OPTIONS, *exports,
+                   python, "-m", "mpi4py", script, "--epochs", str(epochs)]
+    done = subprocess.run(program, cwd=SCRIPTS, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise JobError(f"bench scripts: {script} the AWS way failed: {(done.stdout + done.stderr)[-3000:]}")
+    return reported_rate(done.stdout, f"{script} the AWS way")
+
+
+def run(args: argparse.Namespace) -> dict:
+    from trainer.data import datagen
+
+    if not args.aws_python:
+        raise JobError("bench scripts needs the stock tensorflow-cpu environment: run it as ./build.sh bench scripts "
+                       "(or pass --aws-python)")
+    folder = tempfile.mkdtemp(prefix="trainer-bench-scripts-")
+    try:
+        data = datagen.generate(os.path.join(folder, "data"), args.rows, 0, files=4)["train"]
+        aws: dict[str, float] = {}
+        rows = []
+        for name, (script, ranks, aws_script) in CASES.items():
+            ours = through_train(script, ranks, data, args.epochs, os.path.join(folder, f"train-{len(rows)}"))
+            key = (aws_script, ranks)
+            if key not in aws:
+                aws[key] = the_aws_way(args.aws_python, aws_script, ranks, data, args.epochs,
+                                       os.path.join(folder, f"aws-{len(rows)}"))
+            rows.append({"script": name, "ranks": ranks, "train_samples_per_sec": round(ours, 1),
+                         "aws_samples_per_sec": round(aws[key], 1), "ratio": round(ours / aws[key], 2)})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"benchmark": "scripts", "rows": rows, "train_rows": args.rows, "epochs": args.epochs}
+
+
+def table(result: dict) -> str:
+    lines = ["script | through train, samples/s | the AWS way, samples/s | ratio", "--- | --- | --- | ---"]
+    lines += [f"{row['script']} | {row['train_samples_per_sec']:,.0f} | {row['aws_samples_per_sec']:,.0f} | "
+              f"{row['ratio']:.2f}x" for row in result["rows"]]
+    return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.charts import Chart
+
+    labels, values = [], []
+    for row in result["rows"]:
+        labels += [f"{row['script']}: train", f"{row['script']}: AWS way"]
+        values += [row["train_samples_per_sec"], row["aws_samples_per_sec"]]
+    return [Chart("scripts", f"Users' scripts through train and the AWS way ({result['train_rows']:,} records)",
+                  "samples/s", labels, values, highlight=[label for label in labels if label.endswith(": train")])]

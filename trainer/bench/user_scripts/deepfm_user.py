@@ -1,0 +1,62 @@
+"""What the benchmark's user scripts share, as a user's source_dir often holds such a module:
+the DeepFM sample's record layout parsed record by record (as AWS's samples do), a DeepFM
+in plain Keras, and a callback that reports the script's own samples/sec."""
+import glob
+import json
+import os
+import time
+
+import tensorflow as tf
+
+FIELDS, FEATURES = 39, 117581
+SPEC = {"ids": tf.io.FixedLenFeature([FIELDS], tf.int64), "values": tf.io.FixedLenFeature([FIELDS], tf.float32),
+        "label": tf.io.FixedLenFeature([1], tf.float32)}
+
+
+def parse(serialized):
+    example = tf.io.parse_single_example(serialized, SPEC)
+    return {"ids": example["ids"], "values": example["values"]}, example["label"]
+
+
+def dataset(folder, batch_size, shard=(1, 0)):
+    files = sorted(glob.glob(os.path.join(folder, "**", "*.tfrecord*"), recursive=True))
+    records = tf.data.TFRecordDataset(files).shard(*shard)
+    return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def deepfm(learning_rate, optimizer=None):
+    ids = tf.keras.Input((FIELDS,), dtype=tf.int64, name="ids")
+    values = tf.keras.Input((FIELDS,), name="values")
+    weights = tf.keras.layers.Embedding(FEATURES, 1)(ids)[:, :, 0]
+    vectors = tf.keras.layers.Embedding(FEATURES, 8)(ids) * tf.expand_dims(values, -1)
+    first = tf.reduce_sum(weights * values, axis=1, keepdims=True)
+    second = 0.5 * tf.reduce_sum(tf.square(tf.reduce_sum(vectors, 1)) - tf.reduce_sum(tf.square(vectors), 1),
+                                 axis=1, keepdims=True)
+    deep = tf.keras.layers.Flatten()(vectors)
+    for units in (256, 128, 64):
+        deep = tf.keras.layers.Dropout(0.5)(tf.keras.layers.Dense(units, activation="relu")(deep))
+    logit = first + second + tf.keras.layers.Dense(1)(deep)
+    model = tf.keras.Model({"ids": ids, "values": values}, tf.keras.layers.Activation("sigmoid")(logit))
+    model.compile(optimizer=optimizer or tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy")
+    return model
+
+
+class Speed(tf.keras.callbacks.Callback):
+    """Samples/sec after the first `skip` steps (graph tracing), times `processes` that
+    train in step; printed as one line `BENCH_RESULT {...}` when training ends."""
+
+    def __init__(self, batch_size, processes=1, skip=20, report=True):
+        super().__init__()
+        self.batch_size, self.processes, self.skip, self.report = batch_size, processes, skip, report
+        self.steps, self.started = 0, None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        if self.steps == self.skip:
+            self.started, self.timed_from = time.perf_counter(), self.steps
+
+    def on_train_end(self, logs=None):
+        if self.report and self.started is not None:
+            seconds = time.perf_counter() - self.started
+            rate = (self.steps - self.timed_from) * self.batch_size * self.processes / seconds
+            print("BENCH_RESULT " + json.dumps({"samples_per_sec": rate, "steps": self.steps}), flush=True)
