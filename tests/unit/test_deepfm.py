@@ -132,3 +132,23 @@ def test_byte_dropout_drops_its_rate_and_keeps_the_expectation(rate):
     assert abs(dropped.mean() - 1.0) < 0.02  # the kept ones scaled by 1 / (1 - rate)
     np.testing.assert_array_equal(layer(inputs, training=False).numpy(), inputs.numpy())  # serving: identity
     assert ByteDropout.from_config(layer.get_config()).rate == rate
+
+
+def test_the_fm_gradient_written_out_is_automatic_differentiation_s():
+    from trainer.models.deepfm import second_order
+
+    scaled = tf.constant(np.random.default_rng(2).normal(size=(4, 7, 3)), tf.float32)
+    upstream = tf.constant(np.random.default_rng(3).normal(size=(4, 1)), tf.float32)
+
+    def by_autodiff(s):
+        total = tf.reduce_sum(s, axis=1)
+        return 0.5 * tf.reduce_sum(tf.square(total) - tf.reduce_sum(tf.square(s), axis=1), axis=1, keepdims=True)
+
+    grads = []
+    for function in (second_order, by_autodiff):
+        with tf.GradientTape() as tape:
+            tape.watch(scaled)
+            out = function(scaled)
+        grads.append(tape.gradient(out, scaled, output_gradients=upstream).numpy())
+    np.testing.assert_allclose(second_order(scaled).numpy(), by_autodiff(scaled).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
