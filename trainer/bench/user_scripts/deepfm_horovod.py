@@ -1,6 +1,5 @@
 """The same DeepFM with Horovod, as people write it for AWS's container with
 distribution={'mpi': ...}: a shard per rank, DistributedOptimizer, rank 0 reports."""
-import argparse
 import os
 
 import horovod.tensorflow.keras as hvd
@@ -10,11 +9,7 @@ import deepfm_user
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch_size", type=int, default=256)
-    parser.add_argument("--learning_rate", type=float, default=0.001)
-    args, _ = parser.parse_known_args()
+    args = deepfm_user.arguments()
     hvd.init()
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(args.learning_rate * hvd.size()))
     model = deepfm_user.deepfm(args.learning_rate, optimizer)

@@ -1,6 +1,5 @@
 """The Keras DeepFM script reading its data through the container's helper: kit.dataset
 gives the rank its own channel and shard, parsed a window of records at a time."""
-import argparse
 
 from trainer import kit
 
@@ -8,11 +7,7 @@ import deepfm_user
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch_size", type=int, default=256)
-    parser.add_argument("--learning_rate", type=float, default=0.001)
-    args, _ = parser.parse_known_args()
+    args = deepfm_user.arguments()
     model = deepfm_user.deepfm(kit.learning_rate(args.learning_rate))
     speed = deepfm_user.Speed(args.batch_size)
     for epoch in range(args.epochs):

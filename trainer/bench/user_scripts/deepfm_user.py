@@ -1,6 +1,7 @@
 """What the benchmark's user scripts share, as a user's source_dir often holds such a module:
 the DeepFM sample's record layout parsed record by record (as AWS's samples do), a DeepFM
-in plain Keras, and a callback that reports the script's own samples/sec."""
+in plain Keras, the script's arguments, and a callback that reports its own samples/sec."""
+import argparse
 import glob
 import json
 import os
@@ -11,6 +12,15 @@ import tensorflow as tf
 FIELDS, FEATURES = 39, 117581
 SPEC = {"ids": tf.io.FixedLenFeature([FIELDS], tf.int64), "values": tf.io.FixedLenFeature([FIELDS], tf.float32),
         "label": tf.io.FixedLenFeature([1], tf.float32)}
+
+
+def arguments():
+    """The hyperparameters the scripts read (SageMaker passes them as --name value)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch_size", type=int, default=256)
+    parser.add_argument("--learning_rate", type=float, default=0.001)
+    return parser.parse_known_args()[0]
 
 
 def parse(serialized):
