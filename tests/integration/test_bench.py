@@ -7,7 +7,10 @@ import subprocess
 import pytest
 
 from conftest import PROJECT_ROOT
+from trainer import modes
+from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.cpu.settings import bfloat16_supported
+from trainer.plan.planner import steps_per_execution
 
 pytestmark = pytest.mark.slow
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -67,6 +70,8 @@ def test_ops_sums_the_profiled_op_time_by_type(tmp_path):
     ops = {row["op"]: row["part"] for row in result["by_type"]}
     assert ops.get("ResourceGather") == "embedding gather and row updates"  # the embedding lookup ran
     assert any(part == "MLP matmuls" for part in ops.values()) and result["op_time_per_step_us"] > 0
+    # The op time is shared over every step the trace holds: the timed ones and fit_rate's first call.
+    assert result["profiled_steps"] == 40 + steps_per_execution(parse_hyperparameters({}), modes.get("single"))
 
 
 def test_peer_trains_deepctr_in_its_own_environment(tmp_path):

@@ -2,9 +2,9 @@
 
 The default DeepFM (or the peer comparison's: `--feature-size 1000000`, Adam) trains on
 cached batches (no input cost); after a warm-up, `--steps` steps run under TensorFlow's
-profiler, the same trace `profile_steps` writes in a job. The trace's framework op
-statistics (the profiler's own `framework_op_stats` tool, what TensorBoard's Profile tab
-shows) are summed by op type: each type's share of the step's op time, and which part of
+profiler, the same trace `profile_steps` writes in a job. The trace's op statistics (the
+profiler's own `tensorflow_stats` tool, what TensorBoard's Profile tab shows) are summed by
+op type: each type's share of the step's op time, and which part of
 the model it serves (the MLP's matmuls, the embedding's gathers and row updates, the rest).
 """
 from __future__ import annotations
@@ -66,9 +66,12 @@ def run(args: argparse.Namespace) -> dict:
     data = cached_batches(feature_size=args.feature_size)
     fit_rate(model, data, 100, batch_size)  # trace and warm up
     with tempfile.TemporaryDirectory(prefix="trainer-ops-") as folder:
+        started_at = int(model.optimizer.iterations.numpy())
         tf.profiler.experimental.start(folder)
         samples_per_sec = fit_rate(model, data, args.steps, batch_size)
         tf.profiler.experimental.stop()
+        # Every step the trace holds: fit_rate runs one untimed call more than it times.
+        profiled_steps = int(model.optimizer.iterations.numpy()) - started_at
         traces = glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)
         times = op_times(traces[0])
     total = sum(times.values())
@@ -78,14 +81,14 @@ def run(args: argparse.Namespace) -> dict:
         parts[part_of(op)] = parts.get(part_of(op), 0.0) + share
     return {"benchmark": "ops", "batch_size": batch_size, "feature_size": args.feature_size,
             "optimizer": args.optimizer, "steps": args.steps, "samples_per_sec": round(samples_per_sec, 1),
-            "op_time_per_step_us": round(total / args.steps, 1),
+            "profiled_steps": profiled_steps, "op_time_per_step_us": round(total / profiled_steps, 1), "top": args.top,
             "by_type": [{"op": op, "share": round(share, 4), "part": part_of(op)} for op, share in by_type],
             "by_part": {part: round(share, 4) for part, share in sorted(parts.items(), key=lambda item: -item[1])}}
 
 
 def table(result: dict) -> str:
     lines = ["op type | part | share of op time", "--- | --- | ---"]
-    lines += [f"{row['op']} | {row['part']} | {row['share']:.1%}" for row in result["by_type"][:12]]
+    lines += [f"{row['op']} | {row['part']} | {row['share']:.1%}" for row in result["by_type"][:result["top"]]]
     lines += ["", "part | share of op time", "--- | ---"]
     lines += [f"{part} | {share:.1%}" for part, share in result["by_part"].items()]
     lines += ["", f"op time per step: {result['op_time_per_step_us']:,.0f} us; "
@@ -97,7 +100,7 @@ def table(result: dict) -> str:
 def charts(result: dict):
     from trainer.bench.charts import Chart
 
-    top = result["by_type"][:10]
+    top = result["by_type"][:result["top"]]
     return [Chart("ops", f"Where a training step's op time goes (batch {result['batch_size']}, "
                          f"{result['feature_size']:,} ids, {result['optimizer']})", "share of op time (%)",
                   [row["op"] for row in top], [100 * row["share"] for row in top],
