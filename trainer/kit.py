@@ -134,8 +134,8 @@ def tensorboard(batch_size: int, log_steps: int = 100, per_rank: bool = True) ->
     job = _job_and_plan()[0]
     runs = board.planned_runs(max(rank(), 0), is_chief(), per_rank and world_size() > 1)
     print(f"TensorBoard: {', '.join(runs) or 'nothing'} of this rank into {job.tensorboard_dir}", flush=True)
-    return [board.scalars_callback(board.Runs(job.tensorboard_dir, runs), batch_size, world_size(), max(rank(), 0),
-                                   log_steps)]
+    return [board.StepScalars(board.Runs(job.tensorboard_dir, runs), batch_size, world_size(), max(rank(), 0),
+                              log_steps)]
 
 
 def export(model, version: int = 1) -> str | None:

@@ -50,7 +50,7 @@ def serve_task(job, plan, role: str) -> None:
 
     cpu.apply_tensorflow_threads(settings)
     log.info("serving %s task %d of the parameter-server cluster", role, process.tf_config["task"]["index"])
-    serve(process)
+    serve(job, process)
 
 
 def main(argv: list[str] | None = None) -> int:

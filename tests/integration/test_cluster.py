@@ -24,20 +24,22 @@ def no_task_left(job_dir):
 
 
 def test_parameter_servers_on_two_hosts(aws_split, tmp_path):
-    run = run_local(tmp_path, aws_split, {"sagemaker_parameter_server_enabled": "true"}, hosts=2,
+    run = run_local(tmp_path, aws_split, {"sagemaker_parameter_server_enabled": "true", "log_steps": "4"}, hosts=2,
                     timeout=CLUSTER_TIMEOUT_SEC)
     assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
     metrics = run.metrics
+    # Each worker trains on its own half exactly once an epoch: 2 x ceil(4,000 / 256) steps.
     assert metrics["distribution"] == "parameter_server" and metrics["steps"] == 3 * 32
     assert metrics["eval_auc"] >= 0.68, metrics
     assert "embedding/table partitioned over 2 parameter servers" in run.log  # P13
     assert "[algo-2]" in run.log and "the coordinator on algo-1 is done" in run.log
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))  # the chief's (P26)
-    # The coordinator trains alone: its curves, one point a step per epoch (no per-step callbacks here).
+    # The coordinator writes the curves, by step as in every mode, and no rank runs.
     root = os.path.join(run.job_dir, "output", "tensorboard")
     assert runs(root) == {"train": 1, "epoch": 1}
-    assert [step for step, _ in series(os.path.join(root, "train"), "samples_per_sec")] == [32, 64, 96]
+    steps = [step for step, _ in series(os.path.join(root, "train"), "samples_per_sec")]
+    assert len(steps) >= 3 and steps == sorted(set(steps)) and steps[-1] == 96, steps
     assert [epoch for epoch, _ in series(os.path.join(root, "epoch"), "eval_auc")] == [1, 2, 3]
     assert no_task_left(tmp_path)  # every PS and worker task ended with the job
 

@@ -132,7 +132,8 @@ def test_plan(name):
     (job(gpus=4, hp={"distribution": "horovod", "processes_per_host": "8"}), "8 Horovod processes per host for 4 GPUs"),
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
-    (job(hosts=2, mode="Pipe"), "parameter_server reads its input on the workers"),
+    (job(hosts=2, mode="Pipe", hp={"pipe_reader": "pipemodedataset"}),
+     "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
     (job(hosts=2, hp={"processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
     (job(channels={"evaluation": "FullyReplicated"}), "training channel 'training' is missing"),
@@ -142,7 +143,8 @@ def test_plan(name):
     (job(sdk=MPI_2, hp={"tune_threads": "true"}), "'tune_threads': it tunes one process that owns its host"),
     (job(mode="Pipe", hp={"tune_threads": "true"}), "this job is single in Pipe mode"),
     (job(hp={"distribution": "tower", "steps_per_execution": "8"}), "'steps_per_execution': distribution tower"),
-    (job(hosts=2, hp={"steps_per_execution": "8"}), "distribution parameter_server runs one step per call"),
+    (job(hosts=2, hp={"distribution": "multi_worker_mirrored", "steps_per_execution": "8"}),
+     "distribution multi_worker_mirrored runs one step per call"),
 ])
 def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:
@@ -155,7 +157,8 @@ def test_impossible_jobs_are_clear_errors(the_job, message):
     (job(sdk=MPI_2), 32),                                          # horovod: collectives inside the loop
     (job(hp={"log_steps": "10"}), 10),                             # no more steps than one log line
     (job(hp={"profile_steps": "5,8"}), 1),                         # the profiler counts calls
-    (job(hosts=2), 1),                                             # parameter_server: remote closures
+    (job(hosts=2), 32),                                            # parameter_server: a call ends with its worker's pass
+    (job(hosts=2, hp={"distribution": "multi_worker_mirrored"}), 1),  # replicas end their data apart
     (job(hp={"distribution": "mirrored"}), 1),                     # replicas end their data apart
     (job(hp={"steps_per_execution": "4"}), 4),                     # asked for
     (job(sdk=MPI_2, hp={"steps_per_execution": "1", "log_steps": "10"}), 1),

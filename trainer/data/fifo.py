@@ -8,7 +8,9 @@ per-element cost of `Dataset.from_generator` is paid once per chunk.
 """
 from __future__ import annotations
 
+import io
 import os
+import select
 import stat
 import struct
 import time
@@ -39,13 +41,40 @@ def wait_for_fifo(path: str, timeout_sec: float, poll_sec: float = 0.05) -> None
         time.sleep(poll_sec)
 
 
-def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
+def open_fifo(path: str, wait_sec: float):
+    """Open the epoch's FIFO for reading once it exists and its writer has started (its
+    first bytes, or its end), both within `wait_sec`; a FIFO that nobody ever feeds fails
+    here, naming it, where a plain open() would block for ever."""
+    deadline = time.monotonic() + wait_sec
+    wait_for_fifo(path, wait_sec)
+    # A non-blocking open returns at once, writer or not; poll() then waits for data, or for
+    # a writer's end (an empty channel): POLLHUP comes only after a writer has been there.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            raise JobError(f"Pipe-mode FIFO {path} received no data within {wait_sec:.0f} s (pipe_wait_sec): "
+                           "nothing writes to it (does the channel's S3 prefix hold data?)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_stream(path: str, wait_sec: float | None):
+    """A FIFO (waited for, when `wait_sec` is given) or a plain file, read unbuffered."""
+    return open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec)
+
+
+def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
     """Yield lists of serialized records from a TFRecord stream (CRCs are not checked)."""
     buffer = bytearray()
     offset = 0
     record_index = 0
     chunk = []
-    with open(path, "rb", buffering=0) as stream:
+    with _open_stream(path, wait_sec) as stream:
         eof = False
         while not eof or offset < len(buffer):
             if len(buffer) - offset < 12 and not eof:
@@ -85,10 +114,10 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
         yield chunk
 
 
-def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
+def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
     """Yield lists of non-empty text lines from a stream."""
     chunk = []
-    with open(path, "rb") as stream:
+    with _open_stream(path, wait_sec) as raw, io.BufferedReader(raw, READ_SIZE) as stream:
         for line in stream:
             line = line.strip()
             if line:
@@ -100,11 +129,16 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK):
         yield chunk
 
 
-def fifo_blocks(path: str, data_format: str):
+def record_chunks(path: str, data_format: str, wait_sec: float | None = None):
+    """The records of a stream in chunks, framed as `data_format` says."""
+    chunks = tfrecord_chunks if data_format == "tfrecord" else line_chunks
+    return chunks(path, wait_sec=wait_sec)
+
+
+def fifo_blocks(path: str, data_format: str, wait_sec: float | None = None):
     """A tf.data.Dataset of the serialized records streamed through the FIFO `path`, in
     blocks (1-D string tensors) as the pipeline takes them."""
     import tensorflow as tf
 
-    chunks = tfrecord_chunks if data_format == "tfrecord" else line_chunks
     return tf.data.Dataset.from_generator(
-        lambda: chunks(path), output_signature=tf.TensorSpec([None], tf.string))
+        lambda: record_chunks(path, data_format, wait_sec), output_signature=tf.TensorSpec([None], tf.string))

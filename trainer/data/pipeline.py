@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from trainer.contract.job import Channel
+from trainer.data import ps_worker_input
 from trainer.data.fifo import fifo_blocks, wait_for_fifo
 from trainer.data.records import FORMATS, format_of_path
 from trainer.errors import JobError
@@ -74,9 +75,10 @@ class InputSpec:
     files: tuple[str, ...] = ()  # File mode
     shard_count: int = 1
     shard_index: int = 0
-    # List the channel folders where the dataset runs, not here: a parameter-server
-    # worker on another host may hold other files (ShardedByS3Key) than the coordinator.
-    list_at_runtime: bool = False
+    # Every parameter-server worker runs this spec as its own, on its own host: its folders
+    # are listed there (ShardedByS3Key gives each host other files than the coordinator's),
+    # its FIFOs read there, and its shard index is that worker's (trainer.data.ps_worker_input).
+    on_ps_worker: bool = False
 
     @staticmethod
     def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0)) -> "InputSpec":
@@ -117,7 +119,7 @@ def _file_blocks(spec: InputSpec):
             records_ = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
         return records_.batch(READ_BLOCK_RECORDS)
 
-    if spec.list_at_runtime:  # the folders' top-level files, sorted
+    if spec.on_ps_worker:  # the folders' top-level files, sorted
         files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
         cycle_length = MAX_PARALLEL_FILE_READS
     else:
@@ -162,12 +164,15 @@ def _pipe_mode_dataset(channel: Channel, data_format: str):
 def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
     dataset = None
     for channel in spec.channels:
-        path = channel.fifo_path(pipe_epoch)
-        wait_for_fifo(path, pipe_wait_sec)  # AWS's reader would wait for ever
-        if reader == "pipemodedataset":
-            stream = _pipe_mode_dataset(channel, spec.data_format).batch(READ_BLOCK_RECORDS)
+        if spec.on_ps_worker:
+            stream = ps_worker_input.fifo_blocks(channel.name, pipe_epoch, spec.data_format)
         else:
-            stream = fifo_blocks(path, spec.data_format)
+            path = channel.fifo_path(pipe_epoch)
+            wait_for_fifo(path, pipe_wait_sec)  # AWS's reader would wait for ever
+            if reader == "pipemodedataset":
+                stream = _pipe_mode_dataset(channel, spec.data_format).batch(READ_BLOCK_RECORDS)
+            else:
+                stream = fifo_blocks(path, spec.data_format, pipe_wait_sec)
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 
@@ -193,7 +198,8 @@ def record_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader
     else:
         blocks = _file_blocks(spec)
     if spec.shard_count > 1:
-        blocks = shard_blocks(blocks, spec.shard_count, spec.shard_index)
+        index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
+        blocks = shard_blocks(blocks, spec.shard_count, index)
     return blocks
 
 
@@ -238,7 +244,9 @@ class EpochInput:
         batches of it already trained on."""
         epoch = pass_index if epoch is None else epoch
         seed = None if self.seed is None else self.seed + epoch
-        if self.spec.is_pipe:
+        # Pipe mode reads a new FIFO every pass; a parameter-server worker's pass is traced
+        # anew every epoch (each trace is a graph of its own: nothing of it carries over).
+        if self.spec.is_pipe or self.spec.on_ps_worker:
             windows = self._windows(record_blocks(self.spec, pass_index, self.pipe_wait_sec, self.reader))
         else:
             if self._file_windows is None:  # one dataset of windows, so one cache, for every pass
@@ -259,7 +267,7 @@ class EpochInput:
         if self.shuffle_buffer:
             windows = shuffle_windows(windows, seed)
         batches = windows.rebatch(self.batch_size)
-        if skip_batches:
+        if not isinstance(skip_batches, int) or skip_batches:  # a tensor: a PS worker's own count
             batches = batches.skip(skip_batches)
         return batches.prefetch(tf.data.AUTOTUNE)
 

@@ -47,8 +47,9 @@ def register(mode_class: type) -> type:
 class Runtime:
     """One process, no distribution. Modes override only what they change."""
 
-    # Process -> that process's training EpochInput; set by the training run for runtimes
-    # that build other processes' input (the parameter-server coordinator does).
+    # Process -> that process's training EpochInput, built to run on that process's own host;
+    # set by the training run for runtimes that build other processes' input (the
+    # parameter-server coordinator does).
     input_for = None
     # The SIGTERM request (trainer.training.stop); set by the training run before prepare().
     stop_request = None
@@ -91,6 +92,25 @@ class Runtime:
 
         return [StopAtNextStep(self.stop_request, agree=self.stop_by_vote)]
 
+    def train_pass(self, model, train, epoch: int, pass_index: int, skip: int, callbacks: list,
+                   channel_name: str, may_be_empty: bool) -> float | None:
+        """Train epoch `epoch`'s pass over `train` (an EpochInput), `skip` batches into it;
+        its mean loss (None: no step ran where `may_be_empty`)."""
+        from trainer.training.keras_pass import fit_one_epoch
+
+        dataset = train.dataset(pass_index, epoch, skip)
+        steps = self.steps_per_epoch(dataset, skip)
+        return fit_one_epoch(model, self.training_dataset(dataset), epoch, callbacks,
+                             None if steps is None else max(0, steps - skip), channel_name, may_be_empty)
+
+    def pass_position(self) -> list[int]:
+        """After a pass stopped early: how many batches of it each of the mode's own readers
+        had trained (none: the steps of the job say it all); saved with the checkpoint and
+        given back to a resumed run as `resume_position`."""
+        return []
+
+    resume_position: tuple = ()
+
     def steps_per_epoch(self, dataset, skipped: int = 0) -> int | None:
         """Steps of a whole epoch; `dataset` is this process's pass, which starts `skipped`
         batches into the epoch (a resumed one). None: one pass over `dataset`."""
@@ -110,8 +130,9 @@ class Runtime:
     def writes_outputs(self) -> bool:
         return self.process.writes_outputs
 
-    # Whether Keras may call callbacks every batch (not with parameter servers).
-    batch_callbacks = True
+    # Whether a step is one batch of every training process, taken together (a step's
+    # samples: the batch times the world size), or one process's batch alone (parameter servers).
+    steps_in_lockstep = True
 
     # Where checkpoint and SavedModel files are written and read (None: by each variable's
     # own device). With parameter servers every PS would write its part to its own host's

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 
+from trainer.errors import JobError
 from trainer.modes.base import Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
@@ -24,12 +25,13 @@ MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
 
 
 class ParameterServerRuntime(Runtime):
-    _steps = None
-    batch_callbacks = False  # Keras refuses them with this strategy
+    """The coordinator's side: it builds the model on the PS tasks and runs every worker's
+    own pass of its own data each epoch (trainer.training.coordinated)."""
 
-    def stop_callbacks(self) -> list:
-        return []  # batch-level: refused here; a SIGTERM stops at the epoch's end (or its grace time)
+    steps_in_lockstep = False  # a step is one worker's batch, applied by itself
     io_device = "/job:chief/replica:0/task:0/device:CPU:0"  # all checkpoint files on the coordinator's disk
+    worker_input = None  # EpochInput: what every worker reads, run on each worker as its own
+    resume_position: tuple = ()  # each worker's batches of the resumed epoch trained before a stop
 
     def start(self) -> None:
         os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)
@@ -38,11 +40,15 @@ class ParameterServerRuntime(Runtime):
         partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
             min_shard_bytes=MIN_SHARD_BYTES, max_shards=num_ps)
         self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+        self.workers = len(self.process.tf_config["cluster"]["worker"])
+        self.position = [0] * self.workers
 
     def scope(self):
         return self.strategy.scope()
 
     def prepare(self, model, optimizer) -> None:
+        from trainer.training.coordinated import CoordinatedEpochs
+
         # P13: say where the parts of each partitioned variable live.
         parts: dict[str, list] = {}
         for variable in model.variables:
@@ -53,32 +59,69 @@ class ParameterServerRuntime(Runtime):
             log.info("%s partitioned over %d parameter servers: %s", name, len(shards),
                      ", ".join(f"{s.shape[0]} rows on {s.device.split('/')[1]}/{s.device.split('/')[3]}"
                                for s in shards))
+        self.worker_input = self.input_for(next(p for p in self.plan.processes if p.role == "worker"))
+        self.epochs = CoordinatedEpochs(self.strategy, model, self.workers, self.plan.steps_per_execution)
 
-    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
-        """An epoch is one pass over the whole training set, in batches spread over the
-        workers; the coordinator counts its batches once."""
-        if self._steps is None:
-            self._steps = max(1, skipped + sum(1 for _ in dataset))
-        return self._steps
+    def train_pass(self, model, train, epoch: int, pass_index: int, skip: int, callbacks: list,
+                   channel_name: str, may_be_empty: bool) -> float | None:
+        from trainer.data import ps_worker_input
 
-    def training_dataset(self, dataset):
-        workers = {p.rank: p for p in self.plan.processes if p.role == "worker"}
+        skips = self._worker_skips(skip)
+        worker_input = self.worker_input
 
-        def worker_dataset(context: tf.distribute.InputContext):
-            process = workers[context.input_pipeline_id]
-            return self.input_for(process).dataset(0).repeat()
+        def dataset_fn():  # traced here, run on every worker as its own
+            own_skip = tf.gather(tf.constant(skips, tf.int64), ps_worker_input.worker_index()) if any(skips) else 0
+            return worker_input.dataset(pass_index, epoch, own_skip)
 
-        return tf.keras.utils.experimental.DatasetCreator(worker_dataset)
+        callback_list = tf.keras.callbacks.CallbackList(callbacks, model=model)
+        model.stop_training = False
+        model.reset_metrics()
+        callback_list.on_train_begin()
+        callback_list.on_epoch_begin(epoch)
+        steps = self.epochs.train_pass(dataset_fn, callback_list)
+        self.position = [done + skipped for done, skipped in zip(steps, skips)]
+        if not any(steps):
+            if may_be_empty:
+                return None
+            raise JobError(f"channel '{channel_name}': no worker trained a step in epoch {epoch + 1}: "
+                           "the training channel holds no records")
+        for host, worker_steps, skipped in zip(self.plan.hosts, steps, skips):
+            if not worker_steps and not skipped:
+                log.warning("epoch=%d the worker on %s had no training data (an empty shard): the others "
+                            "trained without it", epoch + 1, host)
+        logs = {"loss": self.epochs.mean_loss()}
+        callback_list.on_epoch_end(epoch, logs)
+        callback_list.on_train_end(logs)
+        return logs["loss"]
+
+    def _worker_skips(self, skip: int) -> list[int]:
+        """Each worker's batches to skip in a resumed epoch: as many as it had trained."""
+        if not skip:
+            return [0] * self.workers
+        if len(self.resume_position) == self.workers:
+            return list(self.resume_position)
+        log.warning("the checkpoint does not say how far each of %d workers got in the epoch it stopped in "
+                    "(it was saved with %d): the epoch starts again from its beginning",
+                    self.workers, len(self.resume_position))
+        return [0] * self.workers
+
+    def pass_position(self) -> list[int]:
+        return self.position
 
     @property
     def batch_size(self) -> int:
         return self.plan.batch_size
 
 
-def serve(process) -> None:
-    """Run one PS or worker task of the cluster until the launcher stops it."""
+def serve(job, process) -> None:
+    """Run one PS or worker task of the cluster until the launcher stops it. A worker first
+    provides the functions through which it reads its own data (trainer.data.ps_worker_input)."""
     cluster = tf.train.ClusterSpec(process.tf_config["cluster"])
     task = process.tf_config["task"]
+    if task["type"] == "worker":
+        from trainer.data import ps_worker_input
+
+        ps_worker_input.provide(job, task["index"])
     server = tf.distribute.Server(cluster, job_name=task["type"], task_index=task["index"],
                                   protocol="grpc", start=True)
     server.join()
@@ -91,9 +134,15 @@ class ParameterServer(Mode):
     precedence = 10
     synchronous = False  # each worker's step updates the variables on its own
     compiles_with_xla = False  # a step's remote reads of the PS tasks have no XLA kernels
+    multi_step_calls = True  # a call's steps end where its worker's pass ends (trainer.training.coordinated)
     has_leader = True  # the coordinator's host
-    pipe_mode_refusal = ("parameter_server reads its input on the workers through tf.data ops: Pipe mode "
-                         "needs PipeModeDataset (the image has it); use File mode here")
+
+    def check(self, job, channels) -> None:
+        super().check(job, channels)
+        if channels[0].is_pipe and job.hyperparameters.pipe_reader == "pipemodedataset":
+            raise JobError("hyperparameter 'pipe_reader': with parameter servers each worker reads its host's "
+                           "FIFOs through the worker task itself (the project's reader); PipeModeDataset "
+                           "runs only where the dataset is built: leave pipe_reader at auto")
 
     def requested(self, job) -> str | None:
         if sdk.enabled(job, sdk.PS) and len(job.hosts) > 1:
@@ -108,9 +157,9 @@ class ParameterServer(Mode):
 
     def processes(self, layout) -> list[Process]:
         """A worker and a PS task on every host; for the container's own training, first the
-        coordinator (the chief), which reads no training batches: it sees the whole training
-        set (to count an epoch's steps) and evaluates alone (P28). A script's processes
-        are AWS's layout: the script on the first host is the master (rank 0)."""
+        coordinator (the chief), which reads no training data (each worker reads its own, on
+        its host) and evaluates alone (P28). A script's processes are AWS's layout: the
+        script on the first host is the master (rank 0)."""
         script, hosts = layout.job.runs_script, layout.hosts
         cluster = ps_cluster(hosts)
 
@@ -126,10 +175,12 @@ class ParameterServer(Mode):
                           Process(host=host, role="ps", rank=None, local_rank=0, channels=(), shard=(1, 0),
                                   eval_shard=None, gpu=None, tf_config=tf_config(host_index, "ps"))]
         if not script:
+            eval_shard = layout.eval_shard(0, 0, sharded=False)
             processes.insert(0, Process(host=hosts[0], role="chief", rank=None, local_rank=0,
                                         channels=tuple(c.name for c in layout.channels), shard=(1, 0),
-                                        eval_shard=layout.eval_shard(0, 0, sharded=False), gpu=None,
-                                        tf_config={"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+                                        eval_shard=eval_shard, gpu=None,
+                                        tf_config={"cluster": cluster, "task": {"type": "chief", "index": 0}},
+                                        reads=layout.reads((), eval_shard is not None)))
         return processes
 
     def launch(self, job, per_host: int) -> Launch:

@@ -85,10 +85,19 @@ class Layout:
 
     def process(self, host_index: int, local_rank: int, role: str, eval_shard, tf_config=None) -> Process:
         """A training process, reading its channels and shard."""
+        channels = self.channels_of(local_rank)
         return Process(host=self.hosts[host_index], role=role, rank=self.rank(host_index, local_rank),
-                       local_rank=local_rank, channels=self.channels_of(local_rank),
+                       local_rank=local_rank, channels=channels,
                        shard=self.shard(host_index, local_rank), eval_shard=eval_shard,
-                       gpu=local_rank if self.job.num_gpus else None, tf_config=tf_config)
+                       gpu=local_rank if self.job.num_gpus else None, tf_config=tf_config,
+                       reads=self.reads(channels, eval_shard is not None))
+
+    def reads(self, channels: tuple[str, ...], evaluates: bool) -> tuple[str, ...]:
+        """The FIFOs (Pipe mode: one per epoch, <channel>_<epoch>) or folders a process reads."""
+        read = [self.job.channels[name] for name in channels]
+        if evaluates and self.eval_channel is not None:
+            read.append(self.eval_channel)
+        return tuple(f"{channel.path}_<epoch>" if channel.is_pipe else channel.path for channel in read)
 
 
 def check_channels(channels, per_host: int) -> None:

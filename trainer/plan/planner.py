@@ -44,10 +44,11 @@ def choose_mode(job) -> tuple[Mode, str]:
 
 def steps_per_execution(hp, mode: Mode) -> int:
     """Keras' steps_per_execution: Python's and the dispatch's cost per step paid once per
-    call. Only where a pass may end inside a call: one process, or Horovod (whose ranks pad
-    their data and agree when an epoch ends, equal_steps). Replicas of a strategy would
-    reach the end of their data at different steps inside the call and mismatch their
-    collectives; a parameter-server step is a remote closure; a profiler window counts calls."""
+    call. Only where a pass may end inside a call: one process, Horovod (whose ranks pad
+    their data and agree when an epoch ends, equal_steps), parameter servers (a call runs
+    on one worker until its pass ends). Replicas of a strategy would reach the end of their
+    data at different steps inside the call and mismatch their collectives; a profiler
+    window counts calls."""
     if not mode.multi_step_calls:
         if (hp.steps_per_execution or 1) > 1:
             raise JobError(f"hyperparameter 'steps_per_execution': distribution {mode.name} runs one step per "

@@ -1,7 +1,6 @@
 """What a training process tells while it trains: its samples per second (the job's) and
-the watchdog's heartbeat. Keras refuses batch-level callbacks with some strategies
-(parameter servers), so each comes in an epoch-level form and a batch-level one;
-`progress_callbacks` picks for the runtime."""
+the watchdog's heartbeat, after every call into TensorFlow (parameter servers: every
+round of calls the coordinator sends, trainer.training.coordinated)."""
 from __future__ import annotations
 
 import logging
@@ -19,41 +18,21 @@ def _updates(model) -> int:
     return int(model.optimizer.iterations.numpy())
 
 
-class EpochThroughput(tf.keras.callbacks.Callback):
-    """The job's samples per second over whole epochs, tracing included (for modes that
-    allow no batch-level callbacks: parameter servers, whose steps are every worker's)."""
+class Throughput(tf.keras.callbacks.Callback):
+    """Logs `step=N epoch=E loss=L samples/sec=S` when a multiple of `log_steps` steps is
+    passed (Keras calls back once per steps_per_execution steps).
 
-    def __init__(self, samples_per_step: int):
+    The rate is the job's samples per second: `samples_per_step` is a step's samples over
+    every process. It excludes the first call of each fit (graph tracing, the first
+    window's parse) unless nothing else ran; an epoch's last, partial batch counts as a
+    full one.
+    """
+
+    def __init__(self, samples_per_step: int, log_steps: int, prints: bool = True):
         super().__init__()
         self.samples_per_step = samples_per_step
         self.timed_steps = 0
         self.timed_seconds = 0.0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started = time.perf_counter()
-        self.first_step = _updates(self.model)
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.timed_steps += _updates(self.model) - self.first_step
-        self.timed_seconds += time.perf_counter() - self.started
-
-    @property
-    def samples_per_sec(self) -> float:
-        return self.timed_steps * self.samples_per_step / self.timed_seconds if self.timed_seconds else 0.0
-
-
-class Throughput(EpochThroughput):
-    """Logs `step=N epoch=E loss=L samples/sec=S` when a multiple of `log_steps` steps is
-    passed (Keras calls back once per steps_per_execution steps).
-
-    The rate is this process's, times the number of training processes (they run in
-    lockstep): the job's samples per second. It excludes the first call of each fit
-    (graph tracing, the first window's parse) unless nothing else ran; an epoch's last,
-    partial batch counts as a full one.
-    """
-
-    def __init__(self, samples_per_step: int, log_steps: int, prints: bool = True):
-        super().__init__(samples_per_step)
         self.log_steps = log_steps
         self.prints = prints  # only the chief prints progress lines
         self.first_calls = [0, 0.0]  # steps and seconds of the calls left out
@@ -65,9 +44,6 @@ class Throughput(EpochThroughput):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch + 1
-
-    def on_epoch_end(self, epoch, logs=None):
-        pass  # timed by windows of calls instead
 
     def on_train_batch_begin(self, batch, logs=None):
         if self.window_start is None:
@@ -107,33 +83,23 @@ class Throughput(EpochThroughput):
     @property
     def samples_per_sec(self) -> float:
         if self.timed_seconds:
-            return super().samples_per_sec
+            return self.timed_steps * self.samples_per_step / self.timed_seconds
         steps, seconds = self.first_calls
         return steps * self.samples_per_step / seconds if seconds else 0.0
 
 
-class EpochHeartbeat(tf.keras.callbacks.Callback):
-    """Tells the watchdog an epoch made progress (modes without batch-level callbacks:
-    their stall limit applies to a whole epoch)."""
+class Heartbeat(tf.keras.callbacks.Callback):
+    """Tells the watchdog each call into TensorFlow made progress."""
 
     def __init__(self, watchdog):
         super().__init__()
         self.watchdog = watchdog
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.watchdog.progress(_updates(self.model))
-
-
-class Heartbeat(EpochHeartbeat):
-    """Tells the watchdog each call into TensorFlow made progress."""
-
     def on_train_batch_end(self, batch, logs=None):
         self.watchdog.progress(_updates(self.model))
 
 
-def progress_callbacks(runtime, plan, log_steps: int, watchdog) -> tuple[EpochThroughput, EpochHeartbeat]:
-    """(throughput, heartbeat) at the finest level the runtime allows."""
-    if runtime.batch_callbacks:
-        return (Throughput(runtime.batch_size * plan.world_size, log_steps, runtime.writes_outputs),
-                Heartbeat(watchdog))
-    return EpochThroughput(runtime.batch_size), EpochHeartbeat(watchdog)
+def progress_callbacks(runtime, plan, log_steps: int, watchdog) -> tuple[Throughput, Heartbeat]:
+    """(throughput, heartbeat) of a training process."""
+    samples_per_step = runtime.batch_size * (plan.world_size if runtime.steps_in_lockstep else 1)
+    return Throughput(samples_per_step, log_steps, runtime.writes_outputs), Heartbeat(watchdog)

@@ -46,16 +46,18 @@ class Inputs:
         return [spec for spec in (self.train_spec, self.eval_spec) if spec]
 
     @staticmethod
-    def training(job: Job, plan, process, hooks, batch_size: int, list_at_runtime: bool = False) -> EpochInput:
-        """The training input of `process` (this one, or a parameter-server worker)."""
+    def training(job: Job, plan, process, hooks, batch_size: int, on_ps_worker: bool = False) -> EpochInput:
+        """The training input of `process`: this one, or (`on_ps_worker`) the input every
+        parameter-server worker runs as its own (one graph for all: one seed, and a new
+        dataset every epoch, so nothing to cache)."""
         hp = job.hyperparameters
         spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard)
-        if list_at_runtime:
-            spec = dataclasses.replace(spec, files=(), list_at_runtime=True)
+        if on_ps_worker:
+            spec = dataclasses.replace(spec, files=(), on_ps_worker=True)
         return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
-                          hp.seed + (process.rank or 0),
-                          should_cache(hp.cache_input, spec, plan.processes_per_host), hp.pipe_wait_sec,
-                          pipe_reader(hp.pipe_reader))
+                          hp.seed + (0 if on_ps_worker else process.rank or 0),
+                          not on_ps_worker and should_cache(hp.cache_input, spec, plan.processes_per_host),
+                          hp.pipe_wait_sec, "project" if on_ps_worker else pipe_reader(hp.pipe_reader))
 
     @staticmethod
     def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":

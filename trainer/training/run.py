@@ -17,56 +17,16 @@ from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of
 from trainer.report import write_metrics
-from trainer.training import equal_steps, switches, tensorboard
+from trainer.training import switches, tensorboard
 from trainer.training.callbacks import progress_callbacks
 from trainer.training.evaluation import Evaluator
 from trainer.training.inputs import Inputs, input_errors_explained
+from trainer.training.keras_pass import END_OF_PASS_FILTER
 from trainer.training.saving import Checkpoints, export_saved_model
 from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
-
-
-class _EndOfPassIsExpected(logging.Filter):
-    """Keras warns "Your input ran out of data" when a pass ends before steps_per_epoch; a
-    one-pass epoch ends exactly so."""
-
-    def filter(self, record) -> bool:
-        return not record.getMessage().startswith("Your input ran out of data")
-
-
-END_OF_PASS_FILTER = _EndOfPassIsExpected()
-
-
-def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None, channel_name: str,
-                  may_be_empty: bool = False) -> float:
-    """One pass of Keras fit (`steps` None: until the dataset ends); returns the epoch's mean loss
-    (None if no step ran and `may_be_empty`: a resumed pass with nothing left, a stopped one)."""
-    if steps == 0 and may_be_empty:  # resumed after the epoch's last step
-        return None
-    before = int(model.optimizer.iterations.numpy())
-    if steps is None:
-        # Keras needs a step count with steps_per_execution > 1, and the size of the data is
-        # unknown until it is read: the end of the pass ends the epoch.
-        steps = equal_steps.UNBOUNDED_STEPS
-    try:
-        fit = model.fit(dataset, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
-                        verbose=0, callbacks=callbacks)
-        history = fit.history["loss"]
-    except ValueError as err:
-        if "Empty logs" not in str(err):  # Keras' words for a pass whose first call did not complete
-            raise
-        history = []  # a pass shorter than one call of steps_per_execution steps (or empty: below)
-    if int(model.optimizer.iterations.numpy()) == before:
-        if may_be_empty:
-            return None
-        if not history:
-            raise JobError(f"channel '{channel_name}' holds no records to train on")
-        raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
-                       "a process's shard of the training data is empty (see P5 in docs/pitfalls.md); "
-                       "give every process data, or use fewer processes")
-    return float(history[-1]) if history else float(model.get_metrics_result()["loss"])
 
 
 def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
@@ -96,7 +56,7 @@ class TrainingRun:
         self.inputs = Inputs.for_process(job, plan, process, self.hooks, runtime.batch_size)
         # Parameter-server workers build their input where they run, from their own plan entry.
         runtime.input_for = lambda worker: Inputs.training(job, plan, worker, self.hooks, runtime.batch_size,
-                                                           list_at_runtime=True)
+                                                           on_ps_worker=True)
         log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, self.hooks.source,
                  self.inputs.describe())
         self.model, self.optimizer = self._build_model()
@@ -106,9 +66,9 @@ class TrainingRun:
         self.throughput, heartbeat = progress_callbacks(runtime, plan, hp.log_steps, watchdog)
         self.tensorboard = self._tensorboard_runs()
         self.callbacks = [self.throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()
-        self.callbacks.append(tensorboard.scalars_callback(
-            self.tensorboard, runtime.batch_size, plan.world_size if runtime.batch_callbacks else 1, process.rank,
-            hp.log_steps, batch_level=runtime.batch_callbacks))
+        self.callbacks.append(tensorboard.StepScalars(
+            self.tensorboard, runtime.batch_size, plan.world_size if runtime.steps_in_lockstep else 1, process.rank,
+            hp.log_steps))
         if runtime.writes_outputs and job.tensorboard_dir:
             self.callbacks += switches.profiler_callbacks(hp, os.path.join(job.tensorboard_dir, tensorboard.PROFILE_RUN))
         self.evaluator = Evaluator(self.model, runtime.all_reduce_sum, watchdog.progress)
@@ -119,7 +79,7 @@ class TrainingRun:
     def _tensorboard_runs(self) -> tensorboard.Runs:
         """The chief writes the model's curves; with several training processes in step
         (Horovod, multi-worker mirrored) each also writes its own rate."""
-        several = self.runtime.batch_callbacks and self.plan.world_size > 1
+        several = self.runtime.steps_in_lockstep and self.plan.world_size > 1
         runs = tensorboard.planned_runs(self.process.rank, self.runtime.writes_outputs, several)
         return tensorboard.Runs(self.job.tensorboard_dir, runs if self.job.tensorboard_dir else ())
 
@@ -142,6 +102,7 @@ class TrainingRun:
             self.saved.restore_latest()
         start_epoch = runtime.broadcast_from_chief(int(self.saved.epoch.numpy()))
         resume_step = runtime.broadcast_from_chief(int(self.saved.epoch_step.numpy()))
+        runtime.resume_position = tuple(int(steps) for steps in self.saved.pass_position.numpy())
         self.saved.epoch.assign(start_epoch)
         runtime.sync_initial_state(self.model, self.optimizer)
         return start_epoch, resume_step
@@ -174,18 +135,17 @@ class TrainingRun:
         started, steps_before = time.perf_counter(), self.step
         with input_errors_explained(inputs.specs, self.hooks, hp), \
                 self.watchdog.phase(f"training epoch {epoch + 1}", first_limit_sec=self._fifo_wait(inputs.train_spec)):
-            dataset = inputs.train.dataset(pass_index, epoch, skip)
-            epoch_steps = runtime.steps_per_epoch(dataset, skip)
-            loss = fit_one_epoch(self.model, runtime.training_dataset(dataset), epoch, self.callbacks,
-                                 None if epoch_steps is None else max(0, epoch_steps - skip),
-                                 inputs.train_spec.name, may_be_empty=bool(skip) or self.stop.requested)
+            loss = runtime.train_pass(self.model, inputs.train, epoch, pass_index, skip, self.callbacks,
+                                      inputs.train_spec.name, may_be_empty=bool(skip) or self.stop.requested)
         self.train_seconds += time.perf_counter() - started
         if self.stop.interrupted_pass:
             self.saved.epoch_step.assign(skip + self.step - steps_before)
+            self.saved.pass_position.assign(runtime.pass_position())
             where = f"{int(self.saved.epoch_step.numpy())} steps into epoch {epoch + 1}"
             self._save_checkpoint(epoch + 1, f" ({where})")
             raise self._stopped(f"at step {self.step} ({where})")
         self.saved.epoch_step.assign(0)
+        self.saved.pass_position.assign([])
         record = self._record(epoch, loss, pass_index)
         self.history.append(record)
         self.tensorboard.write(tensorboard.EPOCH_RUN, epoch + 1, {

@@ -13,14 +13,17 @@ log = logging.getLogger(__name__)
 class Checkpoints:
     """The training state in `directory`: the model, the compiled optimizer (under
     mixed_float16 the loss-scale wrapper, whose scale is state too), the epochs done and,
-    after a stop inside an epoch, the steps of the next epoch done."""
+    after a stop inside an epoch, the steps of the next epoch done (and, where the mode's
+    readers each went their own way, how far each got: the runtime's pass_position)."""
 
     def __init__(self, model, directory: str, keep: int, io_device: str | None):
         self.directory = directory
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
         self.epoch_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")  # >0: stopped mid-epoch
+        self.pass_position = tf.Variable(tf.zeros([0], tf.int64), trainable=False, shape=tf.TensorShape([None]),
+                                         name="pass_position")
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch,
-                                              epoch_step=self.epoch_step)
+                                              epoch_step=self.epoch_step, pass_position=self.pass_position)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=keep)
         self.options = tf.train.CheckpointOptions(experimental_io_device=io_device)
 

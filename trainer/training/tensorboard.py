@@ -79,51 +79,18 @@ def _updates(model) -> int:
     return int(model.optimizer.iterations.numpy())
 
 
-class EpochScalars(tf.keras.callbacks.Callback):
-    """Writes the runs' scalars at each epoch's end (modes that allow no per-step callbacks:
-    parameter servers, where Keras refuses a callback that defines any). `samples_per_step`:
-    this process's batch (its rank run's rate); `world_size` processes train in step (the
-    job's rate)."""
+class StepScalars(tf.keras.callbacks.Callback):
+    """Writes the runs' scalars every `log_steps` steps, and each epoch's at its end.
+    `samples_per_step`: this process's batch (its rank run's rate); `world_size` processes
+    train in step (the job's rate)."""
 
-    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, rank: int):
+    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, rank: int, log_steps: int):
         super().__init__()
         self.runs, self.samples_per_step, self.world_size = runs, samples_per_step, world_size
         self.rank_run = rank_run(rank)
+        self.log_steps = max(1, log_steps)
         self._window = None  # (step, time) the current window started at
         self._flushed = time.monotonic()
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._window = (_updates(self.model), time.perf_counter())
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._write_window(logs)
-        self.runs.write(EPOCH_RUN, epoch + 1, dict(logs or {}))
-        self.runs.flush()
-        self._flushed = time.monotonic()
-
-    def _write_window(self, logs) -> None:
-        if self._window is None:
-            return
-        step, now = _updates(self.model), time.perf_counter()
-        first_step, started = self._window
-        self._window = (step, now)
-        if step <= first_step or now <= started:
-            return
-        own_rate = (step - first_step) * self.samples_per_step / (now - started)
-        self.runs.write(TRAIN_RUN, step, {"loss": (logs or {}).get("loss"), "samples_per_sec": own_rate * self.world_size,
-                                          "learning_rate": current_learning_rate(self.model.optimizer)})
-        self.runs.write(self.rank_run, step, {"samples_per_sec": own_rate})
-        if time.monotonic() - self._flushed >= FLUSH_SECONDS:
-            self.runs.flush()
-            self._flushed = time.monotonic()
-
-
-class StepScalars(EpochScalars):
-    """Writes the runs' scalars every `log_steps` steps, and each epoch's at its end."""
-
-    def __init__(self, runs: Runs, samples_per_step: int, world_size: int, rank: int, log_steps: int):
-        super().__init__(runs, samples_per_step, world_size, rank)
-        self.log_steps = max(1, log_steps)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._window = None  # the first call of a fit traces the graph: not timed
@@ -136,12 +103,20 @@ class StepScalars(EpochScalars):
 
     def on_epoch_end(self, epoch, logs=None):
         self._window = None  # the epoch's last steps, if fewer than log_steps, are the next window's
-        super().on_epoch_end(epoch, logs)
+        self.runs.write(EPOCH_RUN, epoch + 1, dict(logs or {}))
+        self.runs.flush()
+        self._flushed = time.monotonic()
 
-
-def scalars_callback(runs: Runs, samples_per_step: int, world_size: int, rank: int, log_steps: int,
-                     batch_level: bool = True) -> EpochScalars:
-    """The callback that writes `runs` at the finest level the mode allows."""
-    if batch_level:
-        return StepScalars(runs, samples_per_step, world_size, rank, log_steps)
-    return EpochScalars(runs, samples_per_step, world_size, rank)
+    def _write_window(self, logs) -> None:
+        step, now = _updates(self.model), time.perf_counter()
+        first_step, started = self._window
+        self._window = (step, now)
+        if step <= first_step or now <= started:
+            return
+        own_rate = (step - first_step) * self.samples_per_step / (now - started)
+        self.runs.write(TRAIN_RUN, step, {"loss": (logs or {}).get("loss"), "samples_per_sec": own_rate * self.world_size,
+                                          "learning_rate": current_learning_rate(self.model.optimizer)})
+        self.runs.write(self.rank_run, step, {"samples_per_sec": own_rate})
+        if time.monotonic() - self._flushed >= FLUSH_SECONDS:
+            self.runs.flush()
+            self._flushed = time.monotonic()
