@@ -64,10 +64,12 @@ class JobRun:
 
 
 def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-                  hosts: int = 1, instance_type: str = "local") -> list[str]:
-    """The `trainer local` command line of a job."""
+                  hosts: int = 1, instance_type: str = "local", sharded: tuple = ()) -> list[str]:
+    """The `trainer local` command line of a job (`sharded`: channels given ShardedByS3Key)."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
                "--hosts", str(hosts), "--instance-type", instance_type]
+    for name in sharded:
+        command += ["--sharded-channel", name]
     for name, paths in channels.items():
         for path in paths if isinstance(paths, (list, tuple)) else [paths]:
             command += ["--channel", f"{name}={path}"]
@@ -81,10 +83,11 @@ def first_host_folder(job_dir, hosts: int) -> str:
 
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local") -> JobRun:
+              timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local",
+              sharded: tuple = ()) -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
     several hosts, `job_dir` of the result is the first host's folder."""
-    command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type)
+    command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded)
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
     return JobRun(first_host_folder(job_dir, hosts), done.returncode, done.stdout + done.stderr)
 

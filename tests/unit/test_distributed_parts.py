@@ -112,3 +112,28 @@ def test_the_toolkits_mpi_runner_starts_the_module_the_plan_names():
     assert plan.launch.command[-3:] == ("python", "-m", "trainer.worker")
     assert rank_program(plan.launch.command).endswith("trainer/worker.py")
     assert rank_program(("python", "-m", "trainer.script_process")).endswith("trainer/script_process.py")
+
+
+def test_a_partitioned_kernel_starts_with_the_variance_it_has_whole():
+    """Parameter servers split the DeepFM's first MLP kernel; Keras' Glorot would take each
+    shard's fans (1.38x the variance in 2 shards, more in more). Each shard gets the whole
+    kernel's scale."""
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.modes.parameter_server import _fans, _shard_with_whole_fans
+
+    assert _fans("fan_in", (312, 256)) == 312 and _fans("fan_avg", (312, 256)) == 284
+    assert _fans("fan_out", (3, 3, 16, 32)) == 9 * 32 and _fans("fan_in", (7,)) == 7
+    tf.keras.utils.set_random_seed(1)
+    whole_limit = np.sqrt(6 / (312 + 256))  # Glorot uniform's bound of the whole kernel
+    for initializer in (tf.keras.initializers.GlorotUniform(), tf.keras.initializers.HeNormal()):
+        shards = [_shard_with_whole_fans(initializer, (312, 256), tf.float32, partition_shape=(78, 256),
+                                         partition_offset=(78 * i, 0)).numpy() for i in range(4)]
+        kernel = np.concatenate(shards)
+        whole = initializer((312, 256), tf.float32).numpy()
+        assert kernel.shape == whole.shape and abs(kernel.std() / whole.std() - 1) < 0.03, (kernel.std(), whole.std())
+    glorot = np.concatenate([_shard_with_whole_fans(tf.keras.initializers.GlorotUniform(), (312, 256), tf.float32,
+                                                    partition_shape=(156, 256), partition_offset=(156 * i, 0)).numpy()
+                             for i in range(2)])
+    assert np.abs(glorot).max() <= whole_limit  # drawn within the whole kernel's bound

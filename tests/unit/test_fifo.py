@@ -102,3 +102,64 @@ def test_reader_that_stops_early_does_not_block_the_feeder(tmp_path):
         feeder.stop()
         feeder.join(5)
     assert not feeder.is_alive()
+
+
+def test_a_fifo_nobody_feeds_fails_in_bounded_time_naming_it(tmp_path):
+    os.mkfifo(tmp_path / "training_0")  # SageMaker made it; nothing ever writes to it
+    started = time.monotonic()
+    with pytest.raises(JobError, match=r"Pipe-mode FIFO .*training_0 received no data within 1 s \(pipe_wait_sec\)"):
+        list(tfrecord_chunks(str(tmp_path / "training_0"), wait_sec=1.0))
+    assert time.monotonic() - started < 30  # a hang guard: the bound is the 1 s asked for
+
+
+def test_an_empty_stream_is_an_empty_epoch_not_a_wait(tmp_path):
+    (tmp_path / "empty").write_bytes(b"")
+    feeder = PipeFeeder(str(tmp_path / "ch"), [str(tmp_path / "empty")])
+    feeder.start()
+    try:
+        assert list(tfrecord_chunks(str(tmp_path / "ch_0"), wait_sec=10)) == []
+    finally:
+        feeder.stop()
+        feeder.join(5)
+
+
+@pytest.fixture
+def pipe_job(tmp_path):
+    """A job folder with a Pipe-mode channel 'training' on host algo-2, and its job."""
+    from trainer.contract.job import read_job
+    from trainer.local.runner import LocalJob
+
+    write_tfrecords(tmp_path / "a.tfrecord", [b"r%d" % i for i in range(5000)])
+    local = LocalJob({"training": [str(tmp_path / "a.tfrecord")]}, {"pipe_wait_sec": "2"}, input_mode="Pipe",
+                     hosts=2)
+    folder = local.lay_out(str(tmp_path / "job"))["algo-2"]
+    return read_job(folder), str(tmp_path / "a.tfrecord")
+
+
+def test_a_parameter_server_worker_reads_its_fifo_through_its_named_functions(pipe_job):
+    """What a worker task provides, called by name as the coordinator's graphs call it."""
+    from trainer.data import ps_worker_input
+
+    job, source = pipe_job
+    ps_worker_input.provide(job, 1)
+    assert int(ps_worker_input.worker_index()) == 1
+    feeder = PipeFeeder(job.channels["training"].path, [source])
+    feeder.start()
+    try:
+        for pass_index in range(2):  # one FIFO per epoch, each read whole
+            blocks = ps_worker_input.fifo_blocks("training", pass_index, "tfrecord")
+            assert [r.numpy() for r in blocks.unbatch()] == [b"r%d" % i for i in range(5000)]
+    finally:
+        feeder.stop()
+        feeder.join(5)
+
+
+def test_a_parameter_server_worker_whose_fifo_is_never_fed_names_its_host_and_channel(pipe_job):
+    from trainer.data import ps_worker_input
+
+    job, _ = pipe_job
+    os.mkfifo(job.channels["training"].fifo_path(0))
+    ps_worker_input.provide(job, 1)
+    with pytest.raises(tf.errors.OpError, match=r"JobError: algo-2: channel 'training': Pipe-mode FIFO "
+                                                r".*training_0 received no data within 2 s"):
+        list(ps_worker_input.fifo_blocks("training", 0, "tfrecord"))

@@ -126,12 +126,49 @@ def test_plan(name):
     assert plan.reason
 
 
+PS_LAYOUTS = {  # (one training channel or one per worker, ShardedByS3Key) -> (channels, shard(hosts, i), row)
+    ("one", False): ((T,), True, "one channel per process, FullyReplicated: shard(hosts, host_index)"),
+    ("one", True): ((T,), False, "one channel per process and ShardedByS3Key: no sharding in code"),
+    ("per worker", False): ((T, "training-2", "training-3"), True,
+                            "one channel per process, FullyReplicated: shard(hosts, host_index)"),
+    ("per worker", True): ((T, "training-2", "training-3"), False,
+                           "one channel per process and ShardedByS3Key: no sharding in code"),
+}
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+@pytest.mark.parametrize("mode", ["File", "Pipe"])
+@pytest.mark.parametrize("layout, sharded", list(PS_LAYOUTS))
+def test_parameter_server_layouts(hosts, mode, layout, sharded):
+    """P3 for parameter servers (one worker per host): every worker reads each training
+    channel on its own host, sharded by host unless S3 sharded it; the coordinator reads
+    only the evaluation channel; in Pipe mode each reads its host's FIFOs."""
+    names, by_host, row = PS_LAYOUTS[(layout, sharded)]
+    s3 = "ShardedByS3Key" if sharded else "FullyReplicated"
+    plan = make_plan(job(hosts=hosts, mode=mode, channels={**{n: s3 for n in names}, E: "FullyReplicated"}))
+    assert (plan.mode, plan.input_mode, plan.sharding, plan.world_size) == ("parameter_server", mode, row, hosts)
+    assert plan.steps_per_execution == 32 and plan.learning_rate_scale == 1.0  # asynchronous: not scaled
+    epoch = "_<epoch>" if mode == "Pipe" else ""
+    chief, *others = plan.processes
+    assert (chief.role, chief.host, chief.eval_shard, chief.reads) == (
+        "chief", "algo-1", (1, 0), (f"input/data/{E}{epoch}",))
+    workers = [p for p in others if p.role == "worker"]
+    assert [w.host for w in workers] == [f"algo-{i + 1}" for i in range(hosts)]
+    for index, worker in enumerate(workers):
+        assert worker.channels == names and worker.eval_shard is None
+        assert worker.shard == ((hosts, index) if by_host else (1, 0))
+        assert worker.reads == tuple(f"input/data/{n}{epoch}" for n in names)
+        assert worker.tf_config["task"] == {"type": "worker", "index": index}  # its index: its shard
+    assert [p.host for p in others if p.role == "ps"] == [f"algo-{i + 1}" for i in range(hosts)]
+
+
 @pytest.mark.parametrize("the_job, message", [
     (job(sdk=MPI_2, mode="Pipe"), "Pipe mode: 1 training channel(s) (training) for 2 training processes per host"),
     (job(hosts=2, hp={"distribution": "single"}), "distribution single runs on one host; this job has 2"),
     (job(gpus=4, hp={"distribution": "horovod", "processes_per_host": "8"}), "8 Horovod processes per host for 4 GPUs"),
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
+    (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
     (job(hosts=2, mode="Pipe", hp={"pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),

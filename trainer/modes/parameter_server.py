@@ -10,8 +10,11 @@ tasks and the coordinator (P14), which is what lets every task end cleanly.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
+import math
 import os
 
 from trainer.errors import JobError
@@ -43,8 +46,10 @@ class ParameterServerRuntime(Runtime):
         self.workers = len(self.process.tf_config["cluster"]["worker"])
         self.position = [0] * self.workers
 
+    @contextlib.contextmanager
     def scope(self):
-        return self.strategy.scope()
+        with self.strategy.scope(), tf.variable_creator_scope(whole_variable_fans):
+            yield
 
     def prepare(self, model, optimizer) -> None:
         from trainer.training.coordinated import CoordinatedEpochs
@@ -113,6 +118,36 @@ class ParameterServerRuntime(Runtime):
         return self.plan.batch_size
 
 
+def whole_variable_fans(next_creator, **kwargs):
+    """A variable creator (under the strategy's own): Keras' variance-scaling initializers
+    (Glorot, He, LeCun) take their scale from the shape they are asked for, and a
+    partitioner asks for each shard's, so a kernel split in k started with up to k times the
+    variance it has whole (measured: 1.38x for the DeepFM's first MLP kernel in 2). Each
+    shard gets the whole variable's scale instead."""
+    value = kwargs.get("initial_value")
+    if (isinstance(value, functools.partial) and value.args
+            and isinstance(value.func, tf.keras.initializers.VarianceScaling)):
+        kwargs["initial_value"] = functools.partial(_shard_with_whole_fans, value.func, *value.args, **value.keywords)
+    return next_creator(**kwargs)
+
+
+def _shard_with_whole_fans(initializer, shape, dtype=None, partition_shape=None, partition_offset=None, **kwargs):
+    if partition_shape is None:
+        return initializer(shape, dtype=dtype, **kwargs)
+    scale = initializer.scale * _fans(initializer.mode, partition_shape) / _fans(initializer.mode, shape)
+    shard = tf.keras.initializers.VarianceScaling(scale, initializer.mode, initializer.distribution, initializer.seed)
+    return shard(shape, dtype=dtype, partition_shape=partition_shape, partition_offset=partition_offset, **kwargs)
+
+
+def _fans(mode: str, shape) -> float:
+    """The divisor of a variance-scaling initializer's scale, as Keras computes it."""
+    shape = tuple(shape)
+    receptive_field = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    fan_in = shape[-2] * receptive_field if len(shape) > 1 else (shape[0] if shape else 1)
+    fan_out = shape[-1] * receptive_field if shape else 1
+    return max(1.0, {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode])
+
+
 def serve(job, process) -> None:
     """Run one PS or worker task of the cluster until the launcher stops it. A worker first
     provides the functions through which it reads its own data (trainer.data.ps_worker_input)."""
@@ -139,6 +174,10 @@ class ParameterServer(Mode):
 
     def check(self, job, channels) -> None:
         super().check(job, channels)
+        if len(job.hosts) == 1:
+            raise JobError("distribution parameter_server needs several hosts (a PS task, a worker and the "
+                           "coordinator sharing one host's CPUs only add remote calls to one process's work); "
+                           "this job has 1: use single (the default on one CPU host)")
         if channels[0].is_pipe and job.hyperparameters.pipe_reader == "pipemodedataset":
             raise JobError("hyperparameter 'pipe_reader': with parameter servers each worker reads its host's "
                            "FIFOs through the worker task itself (the project's reader); PipeModeDataset "

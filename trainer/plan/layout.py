@@ -2,6 +2,7 @@
 evaluation shard; the modes lay their processes out with it (trainer.modes)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from trainer.errors import JobError
@@ -93,11 +94,13 @@ class Layout:
                        reads=self.reads(channels, eval_shard is not None))
 
     def reads(self, channels: tuple[str, ...], evaluates: bool) -> tuple[str, ...]:
-        """The FIFOs (Pipe mode: one per epoch, <channel>_<epoch>) or folders a process reads."""
+        """The FIFOs (Pipe mode: one per epoch, <channel>_<epoch>) or folders a process reads,
+        under its host's /opt/ml (the same path on every host)."""
         read = [self.job.channels[name] for name in channels]
         if evaluates and self.eval_channel is not None:
             read.append(self.eval_channel)
-        return tuple(f"{channel.path}_<epoch>" if channel.is_pipe else channel.path for channel in read)
+        paths = (os.path.relpath(channel.path, self.job.base_dir) for channel in read)
+        return tuple(f"{path}_<epoch>" if channel.is_pipe else path for path, channel in zip(paths, read))
 
 
 def check_channels(channels, per_host: int) -> None:

@@ -19,8 +19,9 @@ class Process:
     eval_shard: tuple[int, int] | None  # None: takes part in evaluation with no data of its own
     gpu: int | None
     tf_config: dict | None = None
-    # What it reads on its host: a Pipe-mode channel's FIFOs (<channel>_<epoch>, one per
-    # epoch; each has one reader, P1) or a File-mode channel's folder.
+    # What it reads on its host, under /opt/ml: a Pipe-mode channel's FIFOs
+    # (input/data/<channel>_<epoch>, one per epoch; each has one reader, P1) or a File-mode
+    # channel's folder.
     reads: tuple[str, ...] = ()
 
     @property
