@@ -220,3 +220,30 @@ def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, record_fault, 
     run, seconds = timed_run(tmp_path, aws_split, {"user_module": str(module)})
     failed_as(run, seconds, re.escape(message.format(path=module)), record_fault,
               f"a broken user module ({message.split(': ')[-1].split(' ')[-1] or 'no hooks'})")
+
+
+def test_a_parameter_server_worker_whose_fifo_is_never_fed(aws_split, tmp_path, monkeypatch, record_fault):
+    """SageMaker made algo-2's FIFO and never writes to it: the job ends after pipe_wait_sec,
+    naming the host and the channel, on both hosts."""
+    from trainer.local import runner
+
+    class SilentOnAlgo2(runner.PipeFeeder):
+        def run(self):
+            if f"{os.sep}algo-2{os.sep}" in self.fifo_prefix and self.fifo_prefix.endswith("training"):
+                os.mkfifo(f"{self.fifo_prefix}_0")
+                self.stopping.wait()  # opened by nobody: no byte ever comes
+                return
+            super().run()
+
+    monkeypatch.setattr(runner, "PipeFeeder", SilentOnAlgo2)
+    job = runner.LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
+                          {"pipe_wait_sec": "15"}, input_mode="Pipe", hosts=2)
+    started = time.monotonic()
+    folder, exit_code = runner.run(job, str(tmp_path / "job"))
+    seconds = time.monotonic() - started
+    run = JobRun(folder, exit_code, "")
+    failed_as(run, seconds, r"algo-2: channel 'training': Pipe-mode FIFO \S+/algo-2/input/data/"
+              r"training_0 received no data within 15 s \(pipe_wait_sec\)", record_fault,
+              "parameter servers in Pipe mode: a worker's FIFO that is never fed (pipe_wait_sec, here 15 s)")
+    with open(os.path.join(str(tmp_path / "job"), "algo-2", "output", "failure")) as f:
+        assert "algo-2: channel 'training'" in f.read()  # the other host says it too

@@ -171,3 +171,32 @@ def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_res
     assert "epoch=1 resuming after its first " in resumed.log
     assert resumed.metrics["steps"] == whole.metrics["steps"]
     assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.01, (resumed.metrics, whole.metrics)
+
+
+def test_sigterm_to_parameter_servers_in_pipe_mode_saves_and_each_worker_resumes_where_it_stopped(
+        generated, tmp_path, record_fault):
+    """The coordinator stops at its next call, saves how far each worker got, and the next run
+    has each worker skip what it trained: the job ends with the steps of an uninterrupted one."""
+    channels = {"training": generated["train"], "evaluation": generated["eval"]}
+    hp = {"num_epochs": 2, "log_steps": 32}
+    whole = run_local(tmp_path / "whole", channels, hp, input_mode="Pipe", hosts=2)
+    assert whole.exit_code == 0, whole.log[-3000:]
+
+    job = WatchedJob(tmp_path / "stopped", channels, hp, input_mode="Pipe", hosts=2)
+    job.wait_for(r" step=\d+ epoch=1 ")
+    run, seconds = kill_and_time(job, job.process.pid, signal.SIGTERM)  # to every host, as SageMaker does
+    assert run.exit_code == 143, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("chief on algo-1: stopped by SIGTERM at step ") and "steps into epoch 1)" in line, line
+    assert seconds < END_WITHIN_SEC
+    record_fault("SIGTERM to parameter servers in Pipe mode mid-epoch, the coordinator's failure file", line, seconds)
+
+    resumed = run_local(tmp_path / "stopped", channels, hp, input_mode="Pipe", hosts=2)
+    assert resumed.exit_code == 0, resumed.log[-3000:]
+    skipped = re.search(r"each worker skips the batches of this epoch it trained before the stop: "
+                        r"algo-1 (\d+), algo-2 (\d+)", resumed.log)
+    assert skipped, resumed.log[-3000:]
+    stopped_at = int(re.search(r"at step (\d+) ", line).group(1))
+    assert int(skipped.group(1)) + int(skipped.group(2)) == stopped_at
+    assert resumed.metrics["steps"] == whole.metrics["steps"]  # every record of each worker once an epoch
+    assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.01, (resumed.metrics, whole.metrics)

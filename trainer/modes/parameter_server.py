@@ -104,6 +104,8 @@ class ParameterServerRuntime(Runtime):
         if not skip:
             return [0] * self.workers
         if len(self.resume_position) == self.workers:
+            log.info("each worker skips the batches of this epoch it trained before the stop: %s",
+                     ", ".join(f"{host} {steps}" for host, steps in zip(self.plan.hosts, self.resume_position)))
             return list(self.resume_position)
         log.warning("the checkpoint does not say how far each of %d workers got in the epoch it stopped in "
                     "(it was saved with %d): the epoch starts again from its beginning",
