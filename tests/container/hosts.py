@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from conftest import IMAGE, PROJECT_ROOT, remove_containers
-from trainer.local.runner import LocalJob
+from trainer.local.runner import LocalJob, PipeFeeder
 
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")  # mounted into every host, read-only
 
@@ -27,6 +27,11 @@ class ContainerHosts:
         self.tag = f"trainer-test-{uuid.uuid4().hex[:8]}"
         self.network = f"{self.tag}-net"
         self.started: dict[str, float] = {}
+        self.feeders = [PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, index))
+                        for index, folder in enumerate(self.folders.values()) for name in job.channels
+                        ] if job.input_mode == "Pipe" else []  # SageMaker's agent, streaming each host's FIFOs
+        for feeder in self.feeders:
+            feeder.start()
         self._run([engine, "network", "create", self.network])
 
     def _run(self, command: list[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
@@ -98,6 +103,8 @@ class ContainerHosts:
         return failure.splitlines()[0]
 
     def remove(self) -> None:
+        for feeder in self.feeders:
+            feeder.stop()
         names = [self.name(host) for host in (*self.job.host_names, "outsider")]
         remove_containers(self.engine, *names)
         self._run([self.engine, "network", "rm", self.network], check=False)
@@ -111,12 +118,13 @@ class ContainerHosts:
 
 @pytest.fixture
 def hosts_of(network_ready, aws_split, tmp_path):
-    """hosts_of(hyperparameters, hosts=2): a job's hosts as containers, removed at the end."""
+    """hosts_of(hyperparameters, hosts=2, input_mode="File"): a job's hosts as containers
+    (in Pipe mode with their FIFOs fed), removed at the end."""
     made = []
 
-    def make(hyperparameters: dict, hosts: int = 2) -> ContainerHosts:
+    def make(hyperparameters: dict, hosts: int = 2, input_mode: str = "File") -> ContainerHosts:
         job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
-                       {key: str(value) for key, value in hyperparameters.items()}, hosts=hosts)
+                       {key: str(value) for key, value in hyperparameters.items()}, input_mode, hosts=hosts)
         made.append(ContainerHosts(network_ready, job, tmp_path / f"job{len(made)}",
                                    [os.path.dirname(aws_split["training"]), SCRIPTS]))
         return made[-1]

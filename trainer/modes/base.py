@@ -103,6 +103,11 @@ class Runtime:
         return fit_one_epoch(model, self.training_dataset(dataset), epoch, callbacks,
                              None if steps is None else max(0, steps - skip), channel_name, may_be_empty)
 
+    def training_input(self, own):
+        """The training input (an EpochInput) the job's training reads, as the log tells it:
+        this process's own."""
+        return own
+
     def pass_position(self) -> list[int]:
         """After a pass stopped early: how many batches of it each of the mode's own readers
         had trained (none: the steps of the job say it all); saved with the checkpoint and

@@ -99,6 +99,9 @@ class ParameterServerRuntime(Runtime):
         callback_list.on_train_end(logs)
         return logs["loss"]
 
+    def training_input(self, own):
+        return self.worker_input  # the coordinator reads no training data
+
     def _worker_skips(self, skip: int) -> list[int]:
         """Each worker's batches to skip in a resumed epoch: as many as it had trained."""
         if not skip:

@@ -73,12 +73,14 @@ class Inputs:
                                 pipe_wait_sec=hp.pipe_wait_sec, reader=pipe_reader(hp.pipe_reader))
         return Inputs(train_spec, train, eval_channel, eval_spec, evaluation)
 
-    def describe(self) -> str:
-        mode = self.train_spec.channels[0].input_mode
-        if self.train_spec.is_pipe:
-            mode += f" read by {self.train.reader}"
-        text = (f"training channel(s) '{self.train_spec.name}' ({mode}, "
-                f"{self.train_spec.data_format}, shard {self.train_spec.shard_count}/{self.train_spec.shard_index}, "
-                f"cache={self.train.cache})")
+    def describe(self, train: EpochInput | None = None) -> str:
+        """The training input (`train`, default this process's own) and the evaluation channel."""
+        train = train or self.train
+        spec = train.spec
+        mode = spec.channels[0].input_mode + (f" read by {train.reader}" if spec.is_pipe else "")
+        where = " on each worker's host" if spec.on_ps_worker else ""
+        index = "the worker's index" if spec.on_ps_worker else spec.shard_index
+        text = (f"training channel(s) '{spec.name}'{where} ({mode}, {spec.data_format}, "
+                f"shard {spec.shard_count}/{index}, cache={train.cache})")
         return text + (f"; evaluation channel '{self.eval_channel}'" if self.eval_channel
                        else "; no evaluation channel")

@@ -57,12 +57,12 @@ class TrainingRun:
         # Parameter-server workers build their input where they run, from their own plan entry.
         runtime.input_for = lambda worker: Inputs.training(job, plan, worker, self.hooks, runtime.batch_size,
                                                            on_ps_worker=True)
-        log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, self.hooks.source,
-                 self.inputs.describe())
         self.model, self.optimizer = self._build_model()
         self.saved = Checkpoints(self.model, job.checkpoint_dir, hp.keep_checkpoints, runtime.io_device)
         self.start_epoch, self.resume_step = self._restore()
         runtime.prepare(self.model, self.optimizer)
+        log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, self.hooks.source,
+                 self.inputs.describe(runtime.training_input(self.inputs.train)))
         self.throughput, heartbeat = progress_callbacks(runtime, plan, hp.log_steps, watchdog)
         self.tensorboard = self._tensorboard_runs()
         self.callbacks = [self.throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()

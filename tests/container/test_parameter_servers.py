@@ -1,0 +1,32 @@
+"""The DeepFM demo's job in the image: parameter servers on two CPU hosts in Pipe mode, with
+no distribution asked for. Each host's worker streams its own FIFO through the worker task;
+the coordinator evaluates from its host's evaluation FIFO through AWS's PipeModeDataset."""
+import json
+import os
+
+import pytest
+
+from hosts import hosts_of  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.container]
+END_WITHIN_SEC = 300  # a hang guard, not a speed claim
+
+
+def test_parameter_servers_in_pipe_mode_on_two_hosts(hosts_of):
+    cluster = hosts_of({"num_epochs": 2, "log_steps": 4, "peer_wait_sec": 120}, input_mode="Pipe")
+    cluster.start()
+    codes = {host: cluster.wait(host, timeout=END_WITHIN_SEC) for host in ("algo-1", "algo-2")}
+    log = cluster.logs("algo-1")
+    assert codes == {"algo-1": 0, "algo-2": 0}, log[-4000:] + cluster.logs("algo-2")[-3000:]
+    assert "distribution: parameter_server (2 CPU hosts" in log
+    assert "training channel(s) 'training' on each worker's host (Pipe read by project" in log
+    assert "evaluation channel 'evaluation'" in log
+    folder = cluster.folders["algo-1"]
+    with open(os.path.join(folder, "output", "data", "metrics.json")) as f:
+        metrics = json.load(f)
+    # Each host's worker streams the 8,000 records and trains on its half, once an epoch.
+    assert metrics["distribution"] == "parameter_server" and metrics["steps"] == 2 * 2 * 16, metrics
+    assert metrics["eval_auc"] >= 0.65, metrics
+    assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
+    assert os.listdir(os.path.join(folder, "checkpoints"))
+    assert os.path.exists(os.path.join(cluster.folders["algo-2"], "output", "success"))
