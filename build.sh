@@ -24,7 +24,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
-APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake iproute2)
+# openssh-server: MPI across `trainer local` hosts (each simulated host runs its own sshd for
+# the job; the package's own service is not used).
+APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake iproute2 openssh-server)
 # Horovod is compiled against the TensorFlow in the venv and the system OpenMPI.
 HOROVOD_BUILD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
                    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -88,8 +89,16 @@ def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, inpu
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
     several hosts, `job_dir` of the result is the first host's folder."""
     command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded)
-    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
-    return JobRun(first_host_folder(job_dir, hosts), done.returncode, done.stdout + done.stderr)
+    # Its own process group: a hang guard that fires stops every host of the job, not only `trainer local`.
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return JobRun(first_host_folder(job_dir, hosts), process.returncode, out + err)
 
 
 def pids_of(command_part: str, environment: dict[str, str]) -> list[int]:

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from conftest import JOB_TIMEOUT_SEC, PROJECT_ROOT, pids_of
+from conftest import JOB_TIMEOUT_SEC, PROJECT_ROOT, pids_of, run_local
 from trainer.local.runner import LocalJob
 from trainer.local.netns import HostNamespaces
-from watched import WatchedJob
+from watched import WatchedJob, first_line
 
 pytestmark = [
     pytest.mark.slow,
@@ -150,3 +150,23 @@ def test_a_host_whose_peer_never_ends_exits_within_the_bound(tmp_path, record_fa
     assert peer_wait_sec - 1 <= seconds < peer_wait_sec + 10  # timed from the log line, just after the wait began
     record_fault(f"a host whose part succeeded, while another host never ends its own (peer_wait_sec="
                  f"{peer_wait_sec}; exit 0, the log names it)", said, seconds)
+
+
+def test_a_host_whose_sshd_cannot_start_ends_every_host_within_seconds(aws_split, tmp_path, monkeypatch,
+                                                                       record_fault):
+    """Horovod across hosts: algo-2 has no sshd. It fails at once, and algo-1, waiting for
+    that sshd, reads algo-2's failure on its status port and ends too, naming it."""
+    monkeypatch.setenv("TRAINER_SSHD", "/nonexistent/sshd")  # reaches every host's `train`
+    started = time.monotonic()
+    run = run_local(tmp_path / "job", aws_split, {"distribution": "horovod", "processes_per_host": 2}, hosts=2,
+                    timeout=120)
+    seconds = time.monotonic() - started
+    assert run.exit_code == 1, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("algo-2 failed: cannot start sshd, which MPI across hosts needs: /nonexistent/sshd "
+                           "does not exist"), line
+    second = open(os.path.join(str(tmp_path / "job"), "algo-2", "output", "failure")).readline()
+    assert second.startswith("algo-2: cannot start sshd"), second
+    assert seconds < 60, seconds  # peer_wait_sec is 300: nobody waited it out
+    record_fault("Horovod across hosts: a host whose sshd cannot start, the first host's failure file", line,
+                 seconds)

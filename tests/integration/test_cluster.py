@@ -1,5 +1,6 @@
 """Several hosts on this machine (a network namespace each, SageMaker's host names and
 ports): parameter servers and multi-worker mirrored, through `train` on every host."""
+import glob
 import os
 import shutil
 
@@ -114,3 +115,30 @@ def test_parameter_servers_train_as_well_as_one_host(planted, tmp_path):
     print(auc)
     assert auc["one host"] > 0.8, auc  # the planted signal was learnt
     assert abs(auc["parameter servers, 2 hosts"] - auc["one host"]) <= 0.01, auc
+
+
+def test_horovod_on_two_hosts_of_two_ranks(aws_split, tmp_path):
+    """MPI across hosts on this machine: the first host's mpirun logs in to the second's sshd
+    with this job's key (each simulated host's ssh files apart), 4 ranks train on their
+    quarters, evaluate sharded and rank 0 exports; no sshd or key folder is left."""
+    hp = {"distribution": "horovod", "processes_per_host": "2", "log_steps": "4"}
+    run = run_local(tmp_path, aws_split, hp, hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
+    assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    metrics = run.metrics
+    assert metrics["distribution"] == "horovod" and metrics["world_size"] == 4
+    assert metrics["steps"] == 3 * 8 and metrics["eval_auc"] >= 0.65, metrics  # ceil(2,000 / 256) per epoch
+    assert "--host algo-1:2,algo-2:2" in run.log and "ssh: sshd on 10.234.0.2 lets in root from 10.234.0.1 only" in run.log
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert not os.path.exists(os.path.join(str(tmp_path), "algo-2", "model", "1"))  # rank 0 alone writes (P8)
+    algo_2 = {"SAGEMAKER_BASE_DIR": os.path.join(str(tmp_path), "algo-2")}
+    assert not pids_of("sshd", algo_2) and not pids_of("trainer.worker", algo_2)
+    assert not [folder for folder in glob.glob("/tmp/trainer-ssh-algo-*") if str(tmp_path) in read_or_empty(
+        os.path.join(folder, "sshd_config"))]
+
+
+def read_or_empty(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""

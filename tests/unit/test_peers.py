@@ -312,3 +312,21 @@ def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeyp
     finally:
         monkeypatch.setattr(socket, "getaddrinfo", real)
         server.close()
+
+
+def test_a_host_whose_part_failed_ends_the_wait_for_its_sshd_at_once(leader):
+    """Waiting for another host's sshd (or its tasks): when that host's `train` says its part
+    failed, the wait ends at once with its reason, not after peer_wait_sec."""
+    leader.finish(peers.FAILED, "algo-1: cannot start sshd, which MPI across hosts needs", wait_sec=0)
+    started = time.monotonic()
+    with pytest.raises(PeerLost) as lost:
+        peers.wait_for([PeerWait("localhost", closed_port(), "sshd")], timeout_sec=60, poll_sec=0.1, me="algo-2",
+                       status_port=leader.port)
+    assert time.monotonic() - started < 10
+    assert str(lost.value) == "localhost failed: algo-1: cannot start sshd, which MPI across hosts needs"
+
+
+def test_a_host_still_running_is_waited_for(leader):
+    with pytest.raises(JobError, match="localhost's sshd never answered"):
+        peers.wait_for([PeerWait("localhost", closed_port(), "sshd")], timeout_sec=1, poll_sec=0.1, me="algo-2",
+                       status_port=leader.port)

@@ -183,3 +183,75 @@ def test_the_private_key_check_finds_a_real_key_and_not_code_naming_it(tmp_path)
     code = tmp_path / "code.py"
     code.write_text('HEADER = "-----BEGIN " + "RSA PRIVATE KEY-----"\nif line.startswith(HEADER):\n    pass\n')
     assert holds_a_private_key(tmp_path / "key") and not holds_a_private_key(code)
+
+
+def test_a_simulated_host_keeps_its_ssh_files_apart(monkeypatch):
+    """Hosts simulated on one machine share its filesystem: each gets a private folder for
+    its keys and its own sshd configuration; nothing of root's ~/.ssh or /etc/ssh."""
+    from trainer.contract.job import SHARED_MACHINE_ENV
+
+    monkeypatch.delenv(SHARED_MACHINE_ENV, raising=False)
+    assert ssh_trust.SshFiles.for_this_host("algo-2") == ssh_trust.SshFiles()  # the image's
+    monkeypatch.setenv(SHARED_MACHINE_ENV, "1")
+    files = ssh_trust.SshFiles.for_this_host("algo-2")
+    try:
+        assert os.path.basename(files.ssh_dir).startswith("trainer-ssh-algo-2-")
+        assert oct(os.stat(files.ssh_dir).st_mode & 0o777) == "0o700"
+        assert os.path.dirname(files.host_key) == files.ssh_dir and files.sshd_config.startswith(files.ssh_dir)
+        options = files.client_options()
+        assert options[:2] == ["-i", files.user_key] and f"UserKnownHostsFile={files.known_hosts}" in options
+        assert "StrictHostKeyChecking=yes" in options
+    finally:
+        files.remove()
+    assert not os.path.exists(files.ssh_dir)
+
+
+SSHD = "/usr/sbin/sshd"
+
+
+@pytest.mark.skipif(not os.path.exists(SSHD), reason="OpenSSH's server is not installed (./build.sh setup installs it)")
+def test_a_simulated_host_sshd_configuration_is_valid_for_sshd(tmp_path):
+    """sshd's own check (-t) of the configuration a simulated host's sshd starts with."""
+    folder = tmp_path / "ssh"
+    files = ssh_trust.SshFiles(ssh_dir=str(folder), host_key=str(folder / "host_key"),
+                               sshd_config=str(folder / "sshd_config"))
+    ssh_trust.make_key(files.host_key, "algo-2")
+    text = ssh_trust.simulated_host_sshd_config(files, "/jobs/first/algo-2")
+    (folder / "sshd_config").write_text(text)
+    assert f"HostKey {files.host_key}\n" in text and "PidFile none\n" in text
+    assert "SetEnv SAGEMAKER_BASE_DIR=/jobs/first/algo-2 TRAINER_HOSTS_SHARE_THIS_MACHINE=1\n" in text
+    os.makedirs("/run/sshd", exist_ok=True)
+    checked = subprocess.run([SSHD, "-t", "-f", files.sshd_config], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("sshd, message", [
+    ("/nonexistent/sshd", "algo-2: cannot start sshd, which MPI across hosts needs: /nonexistent/sshd does not exist"),
+    ("/bin/false", "algo-2: sshd exited at its start with code 1"),
+])
+def test_sshd_that_does_not_start_is_a_clear_error(two_hosts, monkeypatch, sshd, message):
+    leader, worker = two_hosts
+    monkeypatch.setenv(ssh_trust.SSHD_ENV, sshd)
+    worker.files = ssh_trust.SshFiles(ssh_dir=worker.files.ssh_dir, host_key=worker.files.host_key)
+    with pytest.raises(JobError) as failed:
+        worker.start_sshd("/opt/ml")
+    assert str(failed.value).startswith(message), str(failed.value)
+
+
+def test_simulated_hosts_mpirun_logs_in_with_the_job_key_over_the_job_interface():
+    from test_planner import MPI_2, job
+    from trainer.launch.toolkit_mpi import simulated_hosts_command
+    from trainer.plan.planner import make_plan
+
+    the_job = job(hosts=2, sdk=MPI_2)
+    plan = make_plan(the_job)
+    assert "--bind-to" in plan.launch.command  # P10 on real hosts
+    files = ssh_trust.SshFiles(ssh_dir="/tmp/x", host_key="/tmp/x/k", sshd_config="/tmp/x/c")
+    command = simulated_hosts_command(the_job, plan, files)
+    assert command[-3:] == ["python", "-m", "trainer.worker"]  # the program stays last
+    assert "--map-by" not in command and command.count("--bind-to") == 1  # the machine's cores are shared
+    assert command[command.index("--bind-to") + 1] == "none"
+    joined = " ".join(command)
+    assert "-mca mpi_yield_when_idle 1" in joined and "-mca btl_tcp_if_include eth0" in joined
+    assert f"-mca plm_rsh_args {' '.join(files.client_options())}" in joined
+    assert "--host algo-1:2,algo-2:2" in joined

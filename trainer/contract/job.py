@@ -21,6 +21,9 @@ from trainer.contract.user_code import EntryPoint, locate
 
 DEFAULT_BASE_DIR = "/opt/ml"
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
+# Set where the job's hosts are simulated on one machine (`trainer local --hosts N`): they
+# share its filesystem, so what a host keeps of its own (ssh keys) must not be at a fixed path.
+SHARED_MACHINE_ENV = "TRAINER_HOSTS_SHARE_THIS_MACHINE"
 CONFIG_FILES = ("resourceconfig.json", "inputdataconfig.json", "hyperparameters.json")
 INPUT_MODES = ("File", "Pipe", "FastFile")
 S3_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")

@@ -33,14 +33,14 @@ def run(job) -> dict | None:
     if len(plan.hosts) == 1:
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.hosts)
-    followers: tuple[str, ...] = ()  # hosts to tell how this one ended: once they have answered
+    others = tuple(h for h in plan.hosts if h != job.current_host)
     try:
-        peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec)
-        if plan.leader == job.current_host or plan.watch_peers:
-            followers = tuple(h for h in plan.hosts if h != job.current_host)
+        peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
         metrics = launch_host(job, plan, status)
     except BaseException as err:
-        status.finish(*final_state(err, job.output_dir), followers=followers)
+        # Every other host may be waiting for something of this one's (its sshd, its tasks,
+        # its end): the reason stays up until they have read it, or for FINAL_STATE_WAIT_SEC.
+        status.finish(*final_state(err, job.output_dir), followers=others)
         raise
     status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
@@ -115,7 +115,7 @@ def run_mpirun(launch: HostLaunch) -> dict | None:
 def run_toolkit_mpi(launch: HostLaunch) -> dict | None:
     from trainer.launch import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
 
-    toolkit_mpi.run(launch.job, launch.plan, launch.status, launch.explain)
+    toolkit_mpi.run(launch.job, launch.plan, launch.status, launch.explain, launch.cwd)
     return read_metrics(launch.job.output_data_dir)
 
 

@@ -135,10 +135,13 @@ def check_all(peers: list[PeerWait], answers: Callable[[PeerWait, str], bool],
 
 
 def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerWait, str], bool] = tcp_answers,
-             poll_sec: float = 1.0, log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic) -> None:
+             poll_sec: float = 1.0, log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic, me: str = "",
+             status_port: int = STATUS_PORT) -> None:
     """Return once every peer resolves and answers; else raise JobError after `timeout_sec`,
-    naming the ones that never did. The waits between rounds are interruptible (a SIGTERM
-    handler that raises ends them at once)."""
+    naming the ones that never did. A host still missing whose `train` has published that
+    its part failed or was stopped (`me` reads its status port) ends the wait at once, with
+    its reason: what this host waits for there (its sshd, its tasks) will never come. The
+    waits between rounds are interruptible (a SIGTERM handler that raises ends them at once)."""
     if not peers:
         return
     started = last_log = clock()
@@ -151,6 +154,8 @@ def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerW
                 del missing[peer]
             else:
                 missing[peer] = problem
+        if me:
+            _raise_if_one_ended(sorted({peer.host for peer in missing}), me, status_port)
         elapsed = clock() - started
         if not missing:
             log.info("every host answered after %.0f s", elapsed)
@@ -162,6 +167,16 @@ def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerW
             log.warning("still waiting after %.0f s of %.0f s for %d of %d: %s", elapsed, timeout_sec,
                         len(missing), len(peers), describe(missing))
         time.sleep(poll_sec)
+
+
+def _raise_if_one_ended(hosts: list[str], me: str, port: int) -> None:
+    """PeerLost naming the first of `hosts` whose part has failed or stopped, with its reason."""
+    states = _at_once(lambda host: read_status(host, port, me), hosts, CHECK_TIMEOUT_SEC, None)
+    for host, status in states.items():
+        if is_final(status) and not status.startswith(DONE):
+            state, _, reason = status.partition(" ")
+            reason = reason.removeprefix(f"{host}: ")  # a host's own reason often starts with its name
+            raise PeerLost(f"{host} {state}: {reason}" if reason else f"{host} {state}")
 
 
 def _never_answered(missing: dict[PeerWait, str], elapsed: float) -> str:

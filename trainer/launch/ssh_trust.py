@@ -16,16 +16,28 @@ pull it. Trust is made when a job starts, from the plan's SshTrust (who logs in 
 
 The SageMaker training toolkit's `_can_connect` (paramiko) and mpirun's ssh both find the
 key at its usual place (~/.ssh/id_ed25519) and the host keys in ~/.ssh/known_hosts.
+
+Hosts simulated on one machine (`trainer local --hosts N`) share its filesystem: each
+keeps its keys, its authorized_keys and known_hosts, and an sshd configuration of its own
+in a private folder (SshFiles.of_simulated_host), so that nothing of root's ~/.ssh or of
+/etc/ssh changes and no host reads another's; its sshd gives the sessions it starts (the
+ranks mpirun starts there) that host's job folder.
 """
 from __future__ import annotations
 
 import base64
 import logging
 import os
+import shutil
 import subprocess
-from dataclasses import dataclass
+import tempfile
+import time
+from dataclasses import dataclass, field
 
+from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
+from trainer.errors import JobError
 from trainer.launch import peers
+from trainer.launch.supervise import die_with_parent
 from trainer.plan.types import STATUS_PORT, SshTrust
 
 log = logging.getLogger("trainer")
@@ -33,19 +45,48 @@ log = logging.getLogger("trainer")
 SSH_PORT = 22
 USER_KEY_FACT, HOST_KEY_FACT = "ssh-user-key", "ssh-host-key"
 KEY_TYPE = "ssh-ed25519"
+SSHD_ENV = "TRAINER_SSHD"  # OpenSSH's server elsewhere than /usr/sbin/sshd
+SSHD_START_SEC = 1.0  # sshd -D that is still running this long after its start has started
 
 
 @dataclass(frozen=True)
 class SshFiles:
-    """Where the keys go (the image's: root's ~/.ssh and sshd's host key)."""
+    """Where the keys go (the image's: root's ~/.ssh and sshd's host key, read by the
+    image's sshd configuration)."""
 
     ssh_dir: str = "/root/.ssh"
     host_key: str = "/etc/ssh/ssh_host_ed25519_key"  # the only HostKey of the image's sshd
-    sshd: str = "/usr/sbin/sshd"
+    sshd: str = field(default_factory=lambda: os.environ.get(SSHD_ENV, "/usr/sbin/sshd"))
+    sshd_config: str | None = None  # an sshd configuration of this host's own (simulated hosts)
+
+    @staticmethod
+    def of_simulated_host(host: str) -> "SshFiles":
+        """A private folder for one of several hosts simulated on this machine."""
+        folder = tempfile.mkdtemp(prefix=f"trainer-ssh-{host}-")
+        return SshFiles(ssh_dir=folder, host_key=os.path.join(folder, "host_ed25519_key"),
+                        sshd_config=os.path.join(folder, "sshd_config"))
+
+    @staticmethod
+    def for_this_host(host: str) -> "SshFiles":
+        return SshFiles.of_simulated_host(host) if os.environ.get(SHARED_MACHINE_ENV) else SshFiles()
+
+    def remove(self) -> None:
+        """A simulated host's folder, at the job's end (the image's stay with the container)."""
+        if self.sshd_config:
+            shutil.rmtree(self.ssh_dir, ignore_errors=True)
 
     @property
     def user_key(self) -> str:
         return os.path.join(self.ssh_dir, "id_ed25519")
+
+    @property
+    def known_hosts(self) -> str:
+        return os.path.join(self.ssh_dir, "known_hosts")
+
+    def client_options(self) -> list[str]:
+        """ssh's options for logging in with this job's key, knowing this job's hosts only."""
+        return ["-i", self.user_key, "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"]
 
 
 def make_key(path: str, comment: str) -> str:
@@ -128,7 +169,8 @@ class JobSsh:
                 keys[peer.host], self.login_addresses[peer.host] = key, address
             return key is not None
 
-        peers.wait_for(self._from_others(self.trust.logs_in, "ssh login key"), self.timeout_sec, answers=read_key)
+        peers.wait_for(self._from_others(self.trust.logs_in, "ssh login key"), self.timeout_sec, answers=read_key,
+                       me=self.me, status_port=self.port)
         self._write("authorized_keys", "".join(authorized_line(keys[h], self.login_addresses[h], h) for h in keys))
 
     def knows(self, host: str, address: str) -> bool:
@@ -137,30 +179,69 @@ class JobSsh:
         key = public_key(peers.read_fact(address, self.port, self.me, HOST_KEY_FACT))
         if key is None:
             return False
-        path = os.path.join(self.files.ssh_dir, "known_hosts")
+        path = self.files.known_hosts
         line = known_host_line(host, address, key)
         existing = open(path).read() if os.path.exists(path) else ""
         if line not in existing:
             self._write("known_hosts", existing + line)
         return True
 
+    def can_log_in(self, address: str) -> bool:
+        """Whether this job's key logs in to `address` (its host key checked)."""
+        try:
+            login = subprocess.run(["ssh", *self.files.client_options(), "-o", "ConnectTimeout=5",
+                                    f"root@{address}", "true"], capture_output=True, timeout=peers.CHECK_TIMEOUT_SEC)
+        except subprocess.TimeoutExpired:
+            return False
+        return login.returncode == 0
+
+    def wait_for_logins(self, hosts, logs_in=None) -> None:
+        """Wait (bounded) until this host logs in to every one of `hosts`: each answers once its
+        host key is known (read from its status port) and `logs_in(peer, address)` (default:
+        ssh with this job's key) passes."""
+        def login(peer: peers.PeerWait, address: str) -> bool:
+            return self.knows(peer.host, address) and (logs_in or (lambda _, a: self.can_log_in(a)))(peer, address)
+
+        peers.wait_for([peers.PeerWait(h, SSH_PORT, "sshd") for h in hosts], self.timeout_sec, answers=login,
+                       me=self.me, status_port=self.port)
+
     def know_every_host(self) -> None:
         """Know the host key of every host this one logs in to (a driver that logs in by
         itself afterwards)."""
         if self.logs_in:
             peers.wait_for(self._from_others(self.trust.accepts, "ssh host key"), self.timeout_sec,
-                           answers=lambda peer, address: self.knows(peer.host, address))
+                           answers=lambda peer, address: self.knows(peer.host, address), me=self.me,
+                           status_port=self.port)
 
-    def start_sshd(self) -> subprocess.Popen:
-        """sshd on the job's address only, letting in root from the hosts that log in."""
+    def start_sshd(self, base_dir: str) -> subprocess.Popen:
+        """sshd on the job's address only, letting in root from the hosts that log in; a
+        JobError naming what sshd said when it does not start."""
         listen = peers.own_address(self.me)
         allowed = " ".join(f"root@{address}" for address in self.login_addresses.values())
-        command = [self.files.sshd, "-D", "-o", f"AllowUsers={allowed}"]
+        command = [self.files.sshd, "-D", "-e", "-o", f"AllowUsers={allowed}"]
         if listen:
             command += ["-o", f"ListenAddress={listen}"]
+        if self.files.sshd_config:
+            self._write("sshd_config", simulated_host_sshd_config(self.files, base_dir))
+            command += ["-f", self.files.sshd_config]
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # its privilege separation folder
         log.info("ssh: sshd on %s lets in root from %s only", listen or "every address",
                  ", ".join(self.login_addresses.values()))
-        return subprocess.Popen(command)
+        os.makedirs(self.files.ssh_dir, mode=0o700, exist_ok=True)
+        output = os.path.join(self.files.ssh_dir, "sshd.log")
+        with open(output, "ab") as log_file:
+            try:
+                sshd = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+            except FileNotFoundError:
+                raise JobError(f"{self.me}: cannot start sshd, which MPI across hosts needs: {self.files.sshd} "
+                               f"does not exist (OpenSSH's server: the image has it; ./build.sh setup installs it "
+                               f"on this machine; {SSHD_ENV} names another)") from None
+        try:
+            code = sshd.wait(SSHD_START_SEC)
+        except subprocess.TimeoutExpired:
+            return sshd
+        said = " ".join(open(output, errors="replace").read().split()[-40:])
+        raise JobError(f"{self.me}: sshd exited at its start with code {code}: {said or 'it said nothing'}")
 
     def _from_others(self, hosts, what: str) -> list[peers.PeerWait]:
         return [peers.PeerWait(h, self.port, what) for h in hosts if h != self.me]
@@ -170,6 +251,21 @@ class JobSsh:
         os.makedirs(self.files.ssh_dir, mode=0o700, exist_ok=True)
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(text)
+
+
+def simulated_host_sshd_config(files: SshFiles, base_dir: str) -> str:
+    """The image's sshd settings (container/sshd_config.d/trainer.conf), with this host's
+    files; the sessions it starts get this host's job folder."""
+    return "\n".join([
+        f"HostKey {files.host_key}",
+        f"AuthorizedKeysFile {os.path.join(files.ssh_dir, 'authorized_keys')}",
+        "PidFile none",  # several hosts' sshd on one machine
+        "StrictModes no",  # its folder is under /tmp, which anyone may write to
+        "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password", "AllowAgentForwarding no", "AllowTcpForwarding no",
+        "X11Forwarding no", "PermitTunnel no",
+        f"SetEnv {BASE_DIR_ENV}={base_dir} {SHARED_MACHINE_ENV}=1",
+    ]) + "\n"
 
 
 def trust_for_a_driver(me: str, trust: SshTrust, timeout_sec: float, files: SshFiles = SshFiles()) -> JobSsh:

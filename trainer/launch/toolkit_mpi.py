@@ -12,6 +12,12 @@ every container. So the master uses the toolkit's runner for the command and its
 that a worker's sshd lets it in, with the wait bounded, and runs mpirun under the same
 supervision as on one host; the other hosts start sshd for this job's key and follow the
 master's state, passing a SIGTERM on to their own ranks.
+
+Hosts simulated on one machine (`trainer local --hosts N`, no image) cannot use the
+toolkit's command: its gethostname preload reads /opt/ml, and it writes the ranks'
+environment to the machine's /etc/environment. There the master runs the plan's own
+mpirun command over this job's ssh (each host's files apart: trainer.launch.ssh_trust),
+under the same supervision.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from sagemaker_training import environment, mpi
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.launch import peers, ssh_trust, supervise
 from trainer.plan.mpi import mpi_options
+from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND
 
 log = logging.getLogger("trainer")
 
@@ -38,12 +45,8 @@ class BoundedMasterRunner(mpi.MasterRunner):
         self.ssh = ssh
 
     def _wait_for_workers(self):
-        def login(peer: peers.PeerWait, address: str) -> bool:
-            return self.ssh.knows(peer.host, address) and mpi._can_connect(peer.host, peer.port)
-
         workers = [h for h in self._hosts if h != self._master_hostname]
-        peers.wait_for([peers.PeerWait(h, ssh_trust.SSH_PORT, "sshd") for h in workers], self.timeout_in_seconds,
-                       answers=login)
+        self.ssh.wait_for_logins(workers, lambda peer, address: mpi._can_connect(peer.host, peer.port))
 
 
 def rank_program(command) -> str:
@@ -54,26 +57,62 @@ def rank_program(command) -> str:
     return importlib.util.find_spec(command[-1]).origin
 
 
-def run(job, plan, status, explain=None) -> None:
+def run(job, plan, status, explain=None, cwd: str | None = None) -> None:
     """`status`: this host's status port, where the job's ssh keys are published;
-    `explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file."""
+    `explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file;
+    `cwd`: where the ranks start (the image: the toolkit's code folder)."""
     timeout = job.hyperparameters.peer_wait_sec
     master = plan.leader
-    ssh = ssh_trust.JobSsh(job.current_host, plan.ssh_trust, status, timeout)
+    files = ssh_trust.SshFiles.for_this_host(job.current_host)
+    try:
+        _run(job, plan, ssh_trust.JobSsh(job.current_host, plan.ssh_trust, status, timeout, files), explain, cwd)
+    finally:
+        files.remove()
+
+
+def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd) -> None:
+    master, files = plan.leader, ssh.files
     ssh.publish_keys()
     if job.current_host != master:
         ssh.accept_logins()  # the master's key, from the master's address only
-        mpi._write_env_vars_to_file()  # what the ranks started through sshd see
-        ssh.start_sshd()
-        # This host's ranks are the children of the orted the master's mpirun started here.
-        supervise.follow_leader(job, plan, f"the MPI master on {master}",
-                                on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
+        if not files.sshd_config:
+            mpi._write_env_vars_to_file()  # what the ranks started through the image's sshd see
+        sshd = ssh.start_sshd(job.base_dir)
+        try:
+            # This host's ranks are the children of the orted the master's mpirun started here.
+            supervise.follow_leader(job, plan, f"the MPI master on {master}",
+                                    on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
+        finally:
+            supervise.end_tasks([sshd])
+        return
+    workers = [h for h in plan.hosts if h != master]
+    if files.sshd_config:  # hosts simulated on this machine
+        ssh.wait_for_logins(workers)
+        supervise.run_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain)
         return
     runner = BoundedMasterRunner(
         rank_program(plan.launch.command), [],
         {**plan.launch.env, BASE_DIR_ENV: job.base_dir}, plan.processes_per_host, master,
         list(plan.hosts), mpi_options(job), job.network_interface, instance_type=job.instance_type,
-        timeout_in_seconds=timeout, ssh=ssh)
+        timeout_in_seconds=job.hyperparameters.peer_wait_sec, ssh=ssh)
     # No sshd here: nobody logs in to the master. The bounded wait for every worker's sshd.
     runner._wait_for_workers()
-    supervise.run_mpirun(job, plan, runner._create_command(), cwd=environment.code_dir, explain=explain)
+    supervise.run_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain)
+
+
+def simulated_hosts_command(job, plan, files: ssh_trust.SshFiles) -> list[str]:
+    """The plan's mpirun command, logging in with this job's key and talking over the job's
+    interface only (each simulated host also has a loopback of its own). The simulated
+    hosts share this machine's cores: each binding its ranks to "its" cores would put two
+    ranks on one core, where a rank busy-waiting in a collective starves the one it waits
+    for; so nothing is bound and a waiting rank yields."""
+    command = list(plan.launch.command)
+    program = len(WORKER_COMMAND)
+    assert tuple(command[-program:]) in (WORKER_COMMAND, SCRIPT_RANK_COMMAND), command
+    for option in ("--map-by", "--bind-to"):
+        while option in command:
+            del command[command.index(option):command.index(option) + 2]
+    options = ["--bind-to", "none", "-mca", "mpi_yield_when_idle", "1",
+               "-mca", "plm_rsh_args", " ".join(files.client_options()),
+               "-mca", "btl_tcp_if_include", job.network_interface, "-mca", "oob_tcp_if_include", job.network_interface]
+    return command[:-program] + options + command[-program:]

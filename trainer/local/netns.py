@@ -3,8 +3,10 @@
 Each namespace has its own ports, so every simulated host uses SageMaker's fixed ports
 (2222, 2223, 8890, ...) as it would in the cloud, and sees the others by their SageMaker
 names (algo-1, algo-2, ...) through its own /etc/hosts (`ip netns exec` bind-mounts
-/etc/netns/<namespace>/hosts). The addresses exist only inside these namespaces. Needs
-root and iproute2; used by `trainer local --hosts N`, never inside the image.
+/etc/netns/<namespace>/hosts). The addresses exist only inside these namespaces. Each
+host also has a host name of its own (a UTS namespace): MPI tells its nodes apart by
+name. Needs root, iproute2 and util-linux's unshare; used by `trainer local --hosts N`,
+never inside the image.
 """
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ class HostNamespaces:
         self.addresses = {host: f"{SUBNET}.{index + 1}" for index, host in enumerate(hosts)}
 
     def __enter__(self) -> "HostNamespaces":
-        if os.geteuid() != 0 or shutil.which("ip") is None:
-            raise JobError("several hosts on one machine need network namespaces: run as root with iproute2")
+        if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+            raise JobError("several hosts on one machine need network namespaces: run as root with iproute2 "
+                           "and util-linux")
         try:
             self._create()
         except subprocess.CalledProcessError as err:
@@ -64,5 +67,6 @@ class HostNamespaces:
             shutil.rmtree(f"/etc/netns/{namespace}", ignore_errors=True)
 
     def command(self, host: str, argv: list[str]) -> list[str]:
-        """`argv` run on `host`."""
-        return ["ip", "netns", "exec", self.namespaces[host], *argv]
+        """`argv` run on `host`, named `host`."""
+        return ["ip", "netns", "exec", self.namespaces[host], "unshare", "--uts", "sh", "-c",
+                'hostname "$0" && exec "$@"', host, *argv]

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from trainer.contract.job import BASE_DIR_ENV
+from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
 from trainer.data.pipeline import list_data_files
 from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
 from trainer.report import read_metrics
@@ -242,7 +242,7 @@ def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
 
     with HostNamespaces(job.host_names) as namespaces:
         processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
-                                            env={**os.environ, BASE_DIR_ENV: folder},
+                                            env={**os.environ, BASE_DIR_ENV: folder, SHARED_MACHINE_ENV: "1"},
                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                      for host, folder in folders.items()}
         printers = [threading.Thread(target=_prefixed, args=(p.stdout, host), daemon=True)
