@@ -234,8 +234,9 @@ SPECS: tuple[Spec, ...] = (
                   "float16": "mixed_float16", "float32": "none", "false": "none"}),
     Spec("jit_compile", "bool", False, "Compile the training step with XLA (P21)."),
     Spec("steps_per_execution", "int", None, "Training steps per call into TensorFlow (Keras' "
-         "steps_per_execution: Python's per-step cost paid once per call), single and horovod only; "
-         "auto: 32, at most log_steps (1 while profiling and in the other modes).", minimum=1, allow_auto=True),
+         "steps_per_execution: Python's per-step cost paid once per call), single, horovod and "
+         "parameter_server (a call's steps on one worker); auto: 32, at most log_steps (1 while profiling and in "
+         "the other modes).", minimum=1, allow_auto=True),
     Spec("profile_steps", "int_list", None, "Trace steps a,b (e.g. 100,110) with TensorFlow's profiler "
          "into the job's TensorBoard folder, run profile (TensorBoard's Profile tab); auto: off.", minimum=1,
          allow_auto=True),
@@ -259,7 +260,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("pipe_wait_sec", "float", 600.0, "How long to wait for a Pipe-mode FIFO to appear before "
          "the job fails.", group="input", minimum=1.0),
     Spec("pipe_reader", "str", "auto", "Reader of Pipe-mode FIFOs; auto: AWS's PipeModeDataset where "
-         "sagemaker-tensorflow is installed (the image), else the project's own.",
+         "sagemaker-tensorflow is installed (the image), else the project's own; parameter-server workers "
+         "always read theirs with the project's own, in the worker task.",
          group="input", choices=("auto", "pipemodedataset", "project")),
     Spec("user_module", "str", "", "Import name or .py path of a module with hooks "
          "(model_fn, parse_fn, optimizer_fn) replacing the built-in DeepFM.", group="input"),
