@@ -2,7 +2,7 @@
 # The one entry point for people and CI.
 #
 #   ./build.sh setup          install system packages and the pinned Python environment
-#   ./build.sh exec CMD...    run CMD inside that environment
+#   ./build.sh exec CMD...    run CMD inside that environment (in the current folder)
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
 #   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS; with none, the
 #                             CPU image builds in the background meanwhile, if it is missing)
@@ -98,7 +98,9 @@ setup() {
   install_project "$venv"
 }
 
-run_in_env() {
+# Run a command in the environment, in the caller's folder (the paths it is given are the
+# caller's); run_in_env runs it from the project's root (the tests, benchmarks, demo).
+run_here_in_env() {
   local venv
   venv="$(venv_dir)"
   [ -f "$venv/.complete" ] || { log "environment missing: run ./build.sh setup"; exit 1; }
@@ -106,8 +108,12 @@ run_in_env() {
   export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
   # Running as root (CI, containers) needs OpenMPI's explicit consent.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  cd "$ROOT"
   exec "$@"
+}
+
+run_in_env() {
+  cd "$ROOT"
+  run_here_in_env "$@"
 }
 
 IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
@@ -236,7 +242,7 @@ cmd="${1:-help}"
 shift || true
 case "$cmd" in
   setup) setup ;;
-  exec) run_in_env "$@" ;;
+  exec) run_here_in_env "$@" ;;
   demo) setup; run_in_env trainer demo "$@" ;;
   test)
     install_system_packages  # before the background build's own apt-get: one apt at a time

@@ -17,15 +17,20 @@ def push(*args, timeout=900):
                           timeout=timeout)
 
 
-def test_dry_run_prints_the_ecr_commands():
-    done = push("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0")
+@pytest.mark.parametrize("args, region, tag", [
+    (("--dry-run", "--account", "123456789012", "--region", "us-east-1"), "us-east-1", "cpu"),  # docs/image.md's
+    (("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0"), "eu-west-1", "1.0"),
+])
+def test_dry_run_prints_the_ecr_commands(args, region, tag):
+    done = push(*args)
     assert done.returncode == 0, done.stderr
-    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    registry = f"123456789012.dkr.ecr.{region}.amazonaws.com"
     lines = done.stdout.strip().splitlines()[-4:]
-    assert lines[0].startswith("aws ecr describe-repositories --repository-names sagemaker-tf-trainer --region eu-west-1 || aws ecr create-repository")
+    assert lines[0].startswith(f"aws ecr describe-repositories --repository-names sagemaker-tf-trainer --region {region} "
+                               "|| aws ecr create-repository")
     assert lines[1].endswith(f"login --username AWS --password-stdin {registry}")
-    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:cpu {registry}/sagemaker-tf-trainer:1.0")
-    assert lines[3].endswith(f"push {registry}/sagemaker-tf-trainer:1.0")
+    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:cpu {registry}/sagemaker-tf-trainer:{tag}")
+    assert lines[3].endswith(f"push {registry}/sagemaker-tf-trainer:{tag}")
 
 
 def free_port():

@@ -162,3 +162,21 @@ def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
     assert "samples/sec=" in run.log
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
+
+
+def test_the_documented_kit_script(aws_split, tmp_path):
+    """docs/sagemaker.md's trainer.kit script, as written, as a job's entry point in Pipe mode."""
+    import re as regex
+
+    page = open(os.path.join(PROJECT_ROOT, "docs", "sagemaker.md")).read()
+    code = next(block for block in regex.findall(r"```python\n(.*?)```", page, regex.S) if block.startswith("# train.py"))
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(code)
+    hp = {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(source), "epochs": 2, "batch_size": 32}
+    run = run_local(tmp_path / "job", aws_split, hp, input_mode="Pipe")
+    assert run.exit_code == 0, run.log[-3000:]
+    assert "entry point: script train.py" in run.log and regex.search(r"samples/sec=[0-9.]+", run.log)
+    check_saved_model(os.path.join(run.job_dir, "model", "1"))
+    assert runs(os.path.join(run.job_dir, "output", "tensorboard")) == {"train": 1, "epoch": 1}
+    assert os.listdir(os.path.join(run.job_dir, "checkpoints"))

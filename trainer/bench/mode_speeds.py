@@ -1,11 +1,13 @@
-"""Samples per second of every distribution mode on the same data and model, in one run.
+"""Samples per second and eval AUC of every distribution mode on the same data and model, in
+one run: the figures of docs/distribution.md's "which mode when".
 
 Each mode trains the default DeepFM through `trainer local` (the same `train` as a job):
-single, tower and mirrored (2 replicas), horovod (1 host x 2 processes), parameter_server
-and multi_worker_mirrored (2 simulated hosts, in network namespaces). The figure is the
-job's training samples/sec from its metrics.json (the first step of each epoch, graph
-tracing, excluded where the mode allows batch callbacks). On a 2-core machine the
-multi-process modes share the same two cores: compare them with that in mind.
+single, tower and mirrored (2 replicas), horovod (1 host x 2 processes, and 2 hosts x 1),
+parameter servers (2 hosts in File and in Pipe mode, and 3 hosts) and multi-worker mirrored
+(2 hosts); simulated hosts are network namespaces. The figure is the job's training
+samples/sec from its metrics.json (the first step of each epoch, graph tracing, excluded).
+On a 2-core machine the multi-process modes share the same two cores: compare them with
+that in mind.
 """
 from __future__ import annotations
 
@@ -17,13 +19,18 @@ from trainer.local import runner
 from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 
+# name -> (hyperparameters, hosts, input mode)
 MODES = {
-    "single": ({"distribution": "single"}, 1),
-    "tower": ({"distribution": "tower", "replicas": "2"}, 1),
-    "mirrored": ({"distribution": "mirrored", "replicas": "2"}, 1),
-    "horovod": ({"distribution": "horovod", "processes_per_host": "2"}, 1),
-    "parameter_server": ({"distribution": "parameter_server"}, 2),
-    "multi_worker_mirrored": ({"distribution": "multi_worker_mirrored"}, 2),
+    "single": ({"distribution": "single"}, 1, "File"),
+    "single-pipe": ({"distribution": "single"}, 1, "Pipe"),
+    "tower": ({"distribution": "tower", "replicas": "2"}, 1, "File"),
+    "mirrored": ({"distribution": "mirrored", "replicas": "2"}, 1, "File"),
+    "horovod": ({"distribution": "horovod", "processes_per_host": "2"}, 1, "File"),
+    "horovod-2-hosts": ({"distribution": "horovod"}, 2, "File"),
+    "parameter_server": ({"distribution": "parameter_server"}, 2, "File"),
+    "parameter_server-pipe": ({"distribution": "parameter_server"}, 2, "Pipe"),
+    "parameter_server-3-hosts": ({"distribution": "parameter_server"}, 3, "File"),
+    "multi_worker_mirrored": ({"distribution": "multi_worker_mirrored"}, 2, "File"),
 }
 
 
@@ -41,11 +48,11 @@ def run(args: argparse.Namespace) -> dict:
         data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4)
         channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
         for mode in args.modes.split(","):
-            hyperparameters, hosts = MODES[mode]
+            hyperparameters, hosts, input_mode = MODES[mode]
             job = runner.LocalJob(channels, {**hyperparameters, "num_epochs": str(args.epochs),
-                                               "batch_size": str(args.batch_size)}, hosts=hosts)
+                                             "batch_size": str(args.batch_size)}, input_mode, hosts=hosts)
             exit_code, metrics = local_job_metrics(job, os.path.join(folder, mode))
-            row = {"mode": mode, "hosts": hosts, "exit_code": exit_code}
+            row = {"mode": mode, "hosts": hosts, "input_mode": input_mode, "exit_code": exit_code}
             if metrics is not None:
                 row.update({key: metrics[key] for key in (
                     "train_samples_per_sec", "eval_auc", "steps", "world_size", "global_batch_size",
@@ -56,14 +63,15 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(result: dict) -> str:
-    lines = ["mode | hosts | processes | global batch | samples/s | eval AUC | steps",
-             "--- | --- | --- | --- | --- | --- | ---"]
+    lines = ["mode | hosts | input | processes | global batch | samples/s | eval AUC | steps",
+             "--- | --- | --- | --- | --- | --- | --- | ---"]
     for row in result["rows"]:
         if "train_samples_per_sec" not in row:
-            lines.append(f"{row['mode']} | {row['hosts']} | failed (exit {row['exit_code']}) | | | |")
+            lines.append(f"{row['mode']} | {row['hosts']} | {row['input_mode']} | failed (exit {row['exit_code']}) | | | |")
             continue
-        lines.append(f"{row['mode']} | {row['hosts']} | {row['world_size']} | {row['global_batch_size']} | "
-                     f"{row['train_samples_per_sec']:.0f} | {row['eval_auc']:.4f} | {row['steps']}")
+        lines.append(f"{row['mode']} | {row['hosts']} | {row['input_mode']} | {row['world_size']} | "
+                     f"{row['global_batch_size']} | {row['train_samples_per_sec']:.0f} | {row['eval_auc']:.4f} | "
+                     f"{row['steps']}")
     return "\n".join(lines)
 
 

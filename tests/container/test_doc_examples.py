@@ -1,0 +1,138 @@
+"""Every SageMaker SDK example of README.md and docs/sagemaker.md runs as written, in the
+image: through the SDK's local mode where it has what the example uses, else (Pipe mode,
+checkpoint_s3_uri) the same job, with the settings the SDK would hand the container,
+through `trainer local`; and each metric definition of an example finds its figures in the
+job's log. The other Python blocks (a hooks module, a training script) run as the files
+they are. A Python block of those pages that no test here runs fails the suite."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+
+import pytest
+
+from conftest import PROJECT_ROOT, run_local
+from sdk_jobs import ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members, sdk_job
+from sdk_jobs import sdk_path  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.container]
+ROOT = pathlib.Path(PROJECT_ROOT)
+
+
+def python_blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
+
+
+def block(page: str, starts: str) -> str:
+    found = [code for code in python_blocks(page) if code.startswith(starts)]
+    assert len(found) == 1, f"{page}: {len(found)} Python blocks start with {starts!r}"
+    return found[0]
+
+
+# (page, how the block starts) -> the test that runs it
+RUN_BY = {
+    ("README.md", "from sagemaker.estimator import Estimator"): "test_the_readme_algorithm_example",
+    ("README.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_readme_script_example",
+    ("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig"): "test_the_algorithm_example",
+    ("docs/sagemaker.md", "# my_model.py"): "test_the_hooks_example",
+    ("docs/sagemaker.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_hooks_example",
+    ("docs/sagemaker.md", "# train.py"): "tests/integration/test_scripts.py::test_the_documented_kit_script",
+}
+
+
+def test_every_python_example_is_run():
+    for page in ("README.md", "docs/sagemaker.md"):
+        for code in python_blocks(page):
+            runners = [name for (where, starts), name in RUN_BY.items() if where == page and code.startswith(starts)]
+            assert runners, f"{page}: no test runs the example starting {code.splitlines()[0]!r}"
+    source = (ROOT / "tests" / "integration" / "test_scripts.py").read_text()
+    assert "def test_the_documented_kit_script(" in source
+
+
+@pytest.fixture(scope="module")
+def bucket(aws_split, tmp_path_factory):
+    """s3://bucket/ of the examples, as a folder: their channels hold the sample's records."""
+    folder = tmp_path_factory.mktemp("bucket")
+    for prefix in ("deepfm/", ""):
+        for channel, name in (("training", "train"), ("evaluation", "eval")):
+            os.makedirs(folder / f"{prefix}{name}")
+            shutil.copy(aws_split[channel], folder / f"{prefix}{name}" / f"{name}.tfrecords")
+    return folder
+
+
+def run_example(sdk_path, tmp_path, bucket, code: str, timeout: float, then_fit=None):
+    return sdk_job(sdk_path, tmp_path, {"code": code, "bucket": str(bucket), "then_fit": then_fit}, timeout,
+                   driver="run_doc_example.py")
+
+
+def run_with_trainer_local(settings: dict, job_dir) -> str:
+    """The job an example describes, through `trainer local` in the image's place; its log."""
+    channels = {name: value["path"] for name, value in settings["channels"].items()}
+    run = run_local(job_dir, channels, settings["hyperparameters"], settings["input_mode"], TWO_HOST_TIMEOUT_SEC,
+                    settings["instance_count"], settings["instance_type"])
+    assert run.exit_code == 0 and run.succeeded, run.log[-4000:]
+    return run.log
+
+
+def assert_metrics_found(definitions: list[dict], log: str) -> None:
+    for definition in definitions:
+        values = re.findall(definition["Regex"], log)
+        assert values and all(float(v) >= 0 for v in values), definition
+
+
+def test_the_readme_algorithm_example(sdk_path, tmp_path, bucket):
+    """Two ml.c5.4xlarge hosts in Pipe mode with a checkpoint URI, no distribution: local
+    mode has neither Pipe mode nor checkpoint_s3_uri, so the same job runs through
+    `trainer local`: parameter servers, each worker reading its host's FIFO."""
+    code = block("README.md", "from sagemaker.estimator import Estimator")
+    result, log, _ = run_example(sdk_path, tmp_path, bucket, code, ONE_HOST_TIMEOUT_SEC)
+    settings = result.get("trainer_local")
+    assert settings, (result, log[-3000:])
+    assert settings["lacks"] == ["Pipe mode", "checkpoint_s3_uri"]
+    assert (settings["instance_count"], settings["instance_type"], settings["input_mode"]) == (2, "ml.c5.4xlarge", "Pipe")
+    job_log = run_with_trainer_local(settings, tmp_path / "job")
+    assert "distribution: parameter_server (2 CPU hosts" in job_log
+    assert_metrics_found(settings["metric_definitions"], job_log)
+    assert os.listdir(tmp_path / "job" / "algo-1" / "checkpoints")  # what checkpoint_s3_uri is synced with
+
+
+def test_the_algorithm_example(sdk_path, tmp_path, bucket):
+    """One host in File mode with TrainingInputs and a checkpoint URI (not in local mode:
+    through `trainer local`); TensorBoard's scalars where SageMaker uploads them."""
+    code = block("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig")
+    result, log, _ = run_example(sdk_path, tmp_path, bucket, code, ONE_HOST_TIMEOUT_SEC)
+    settings = result.get("trainer_local")
+    assert settings and settings["lacks"] == ["checkpoint_s3_uri"], (result, log[-3000:])
+    assert settings["channels"]["training"]["content_type"] == "application/x-tfrecord"
+    assert settings["hyperparameters"]["optimizer"] == "Adam" and settings["hyperparameters"]["deep_layers"] == "256,128,64"
+    job_log = run_with_trainer_local(settings, tmp_path / "job")
+    assert_metrics_found(settings["metric_definitions"], job_log)
+    assert os.listdir(tmp_path / "job" / "output" / "tensorboard")
+
+
+def test_the_readme_script_example(sdk_path, tmp_path, bucket):
+    """A Horovod script (src/train.py) on 2 hosts x 2 ranks, through the SDK's local mode."""
+    source = tmp_path / "src"
+    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
+    shutil.copy(source / "hvd_train.py", source / "train.py")
+    code = block("README.md", "from sagemaker.tensorflow import TensorFlow")
+    then_fit = {"training": "s3://bucket/train/", "evaluation": "s3://bucket/eval/"}
+    result, log, _ = run_example(sdk_path, tmp_path, bucket, code, TWO_HOST_TIMEOUT_SEC, then_fit)
+    every_host_succeeded(result, log)
+    assert "Epoch 3/3" in log, log[-3000:]  # the example's hyperparameters reached the script
+    assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
+
+
+def test_the_hooks_example(sdk_path, tmp_path, bucket):
+    """my_model.py as the docs show it, trained by the container with Horovod on 2 hosts x 2
+    ranks, through the SDK's local mode."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
+    code = block("docs/sagemaker.md", "from sagemaker.tensorflow import TensorFlow")
+    result, log, _ = run_example(sdk_path, tmp_path, bucket, code, TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
+    assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
