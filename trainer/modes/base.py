@@ -114,7 +114,7 @@ class Runtime:
         given back to a resumed run as `resume_position`."""
         return []
 
-    resume_position: tuple = ()
+    resume_position: tuple = ()  # pass_position() of the run that stopped, read from its checkpoint
 
     def steps_per_epoch(self, dataset, skipped: int = 0) -> int | None:
         """Steps of a whole epoch; `dataset` is this process's pass, which starts `skipped`

@@ -34,7 +34,6 @@ class ParameterServerRuntime(Runtime):
     steps_in_lockstep = False  # a step is one worker's batch, applied by itself
     io_device = "/job:chief/replica:0/task:0/device:CPU:0"  # all checkpoint files on the coordinator's disk
     worker_input = None  # EpochInput: what every worker reads, run on each worker as its own
-    resume_position: tuple = ()  # each worker's batches of the resumed epoch trained before a stop
 
     def start(self) -> None:
         os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)
