@@ -1,6 +1,7 @@
-"""The DeepFM demo's job in the image: parameter servers on two CPU hosts in Pipe mode, with
-no distribution asked for. Each host's worker streams its own FIFO through the worker task;
-the coordinator evaluates from its host's evaluation FIFO through AWS's PipeModeDataset."""
+"""The DeepFM demo's job in the image, the README's first SageMaker example: parameter
+servers on two CPU hosts in Pipe mode, with no distribution asked for and the example's
+hyperparameters. Each host's worker streams its own FIFO through the worker task; the
+coordinator evaluates from its host's evaluation FIFO through AWS's PipeModeDataset."""
 import json
 import os
 
@@ -13,7 +14,8 @@ END_WITHIN_SEC = 300  # a hang guard, not a speed claim
 
 
 def test_parameter_servers_in_pipe_mode_on_two_hosts(hosts_of):
-    cluster = hosts_of({"num_epochs": 2, "log_steps": 4, "peer_wait_sec": 120}, input_mode="Pipe")
+    readme = {"batch_size": 512, "num_epochs": 3, "learning_rate": 0.001}
+    cluster = hosts_of({**readme, "log_steps": 4, "peer_wait_sec": 120}, input_mode="Pipe")
     cluster.start()
     codes = {host: cluster.wait(host, timeout=END_WITHIN_SEC) for host in ("algo-1", "algo-2")}
     log = cluster.logs("algo-1")
@@ -25,7 +27,7 @@ def test_parameter_servers_in_pipe_mode_on_two_hosts(hosts_of):
     with open(os.path.join(folder, "output", "data", "metrics.json")) as f:
         metrics = json.load(f)
     # Each host's worker streams the 8,000 records and trains on its half, once an epoch.
-    assert metrics["distribution"] == "parameter_server" and metrics["steps"] == 2 * 2 * 16, metrics
+    assert metrics["distribution"] == "parameter_server" and metrics["steps"] == 3 * 2 * 8, metrics
     assert metrics["eval_auc"] >= 0.65, metrics
     assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
     assert os.listdir(os.path.join(folder, "checkpoints"))
