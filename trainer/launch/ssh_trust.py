@@ -31,7 +31,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 
 from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV

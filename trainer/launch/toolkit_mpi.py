@@ -27,7 +27,7 @@ import logging
 from sagemaker_training import environment, mpi
 
 from trainer.contract.job import BASE_DIR_ENV
-from trainer.launch import peers, ssh_trust, supervise
+from trainer.launch import ssh_trust, supervise
 from trainer.plan.mpi import mpi_options
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND
 
@@ -62,7 +62,6 @@ def run(job, plan, status, explain=None, cwd: str | None = None) -> None:
     `explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file;
     `cwd`: where the ranks start (the image: the toolkit's code folder)."""
     timeout = job.hyperparameters.peer_wait_sec
-    master = plan.leader
     files = ssh_trust.SshFiles.for_this_host(job.current_host)
     try:
         _run(job, plan, ssh_trust.JobSsh(job.current_host, plan.ssh_trust, status, timeout, files), explain, cwd)

@@ -11,7 +11,7 @@ import time
 import tensorflow as tf
 
 from trainer.contract.job import Job
-from trainer.errors import JobError, PeerLost, Stopped
+from trainer.errors import PeerLost, Stopped
 from trainer.launch.supervise import lost_peer_reason
 from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
