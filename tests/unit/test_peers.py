@@ -103,8 +103,8 @@ def follow(server, **kwargs):
 def end(leader, state, reason=""):
     """The leader's end: its final state, read by algo-2, then its process (port) gone."""
     def run():
-        leader.finish(state, reason, followers=("algo-2",))
-        time.sleep(0.3)
+        leader.finish(state, reason)
+        time.sleep(1.0)  # the follower polls every 0.1 s
         leader.close()
 
     threading.Thread(target=run).start()
@@ -167,8 +167,9 @@ def test_the_follower_own_failure_ends_the_wait(leader):
 def test_the_leader_waits_for_its_followers_to_read_the_end(leader):
     follower = peers.StatusServer("localhost", 0, JOB)  # alive: its own status port answers
     finished = threading.Event()
-    threading.Thread(target=lambda: (leader.finish(peers.DONE, followers=("localhost",), wait_sec=30,
-                                                   follower_port=follower.port), finished.set())).start()
+    leader.finish(peers.DONE)
+    threading.Thread(target=lambda: (leader.wait_until_read(("localhost",), wait_sec=30, follower_port=follower.port),
+                                     finished.set())).start()
     time.sleep(1.5)
     assert not finished.is_set()  # the final state is still up for the follower
     assert peers.read_status("localhost", leader.port, "localhost") == "done"
@@ -176,15 +177,39 @@ def test_the_leader_waits_for_its_followers_to_read_the_end(leader):
     follower.close()
 
 
-def test_the_leader_does_not_wait_for_a_follower_that_is_gone(leader):
+# A follower's own state -> whether the leader keeps its final state up for it (a follower
+# still running or done may yet wait on this host; one that failed or was stopped is ending).
+FOLLOWER_NEEDS = {
+    "running": (None, True),
+    "done, waiting for the job's end": (peers.DONE, True),
+    "failed itself": (peers.FAILED, False),
+    "stopped itself": (peers.STOPPED, False),
+}
+
+
+@pytest.mark.parametrize("name", FOLLOWER_NEEDS)
+def test_the_leader_waits_only_for_followers_that_may_need_its_end(leader, name):
+    state, waited = FOLLOWER_NEEDS[name]
+    follower = status_port(state, "its own reason")
+    leader.finish(peers.FAILED, "rank 3 on algo-1 was killed by signal 9 (SIGKILL)")
     started = time.monotonic()
-    leader.finish(peers.FAILED, "ps task on algo-2 was killed", followers=("localhost",), wait_sec=30,
-                  follower_port=closed_port())
+    leader.wait_until_read(("localhost",), wait_sec=3, follower_port=follower.port)
+    assert (time.monotonic() - started >= 3) == waited, name
+    follower.close()
+
+
+@pytest.mark.parametrize("follower, port", [("localhost", closed_port), (UNRESOLVABLE, lambda: 2225)],
+                         ids=["its train gone (port closed)", "never there (does not resolve)"])
+def test_the_leader_does_not_wait_for_a_follower_that_is_not_there(leader, follower, port):
+    started = time.monotonic()
+    leader.finish(peers.FAILED, "ps task on algo-2 was killed")
+    leader.wait_until_read((follower,), wait_sec=30, follower_port=port())
     assert time.monotonic() - started < 10  # not the 30 s kept for a follower that could still read it
 
 
 def test_a_leader_without_followers_does_not_wait(leader):
-    leader.finish(peers.FAILED, "bad input", followers=(), wait_sec=30)  # returns at once
+    leader.finish(peers.FAILED, "bad input")
+    leader.wait_until_read((), wait_sec=30)  # returns at once
     assert peers.read_status("localhost", leader.port, "algo-2") == "failed bad input"
 
 
@@ -284,7 +309,7 @@ def test_the_status_port_answers_only_the_job_hosts(caplog):
         # final state it claims to have read does not count for the leader's wait.
         assert ask_from("127.0.0.3", server.port, "algo-2") == ""
         assert ask_from("127.0.0.3", server.port, "algo-2 ssh-user-key") == ""
-        server.finish(peers.DONE, followers=("algo-2",), wait_sec=0)
+        server.finish(peers.DONE)
         ask_from("127.0.0.3", server.port, "algo-2")
         assert "algo-2" not in server._read_final
         assert "status port: refused 127.0.0.3, not one of the job's hosts (algo-1, algo-2)" in caplog.text
@@ -317,7 +342,7 @@ def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeyp
 def test_a_host_whose_part_failed_ends_the_wait_for_its_sshd_at_once(leader):
     """Waiting for another host's sshd (or its tasks): when that host's `train` says its part
     failed, the wait ends at once with its reason, not after peer_wait_sec."""
-    leader.finish(peers.FAILED, "algo-1: cannot start sshd, which MPI across hosts needs", wait_sec=0)
+    leader.finish(peers.FAILED, "algo-1: cannot start sshd, which MPI across hosts needs")
     started = time.monotonic()
     with pytest.raises(PeerLost) as lost:
         peers.wait_for([PeerWait("localhost", closed_port(), "sshd")], timeout_sec=60, poll_sec=0.1, me="algo-2",
@@ -330,3 +355,22 @@ def test_a_host_still_running_is_waited_for(leader):
     with pytest.raises(JobError, match="localhost's sshd never answered"):
         peers.wait_for([PeerWait("localhost", closed_port(), "sshd")], timeout_sec=1, poll_sec=0.1, me="algo-2",
                        status_port=leader.port)
+
+
+def test_the_leader_does_not_wait_for_a_follower_whose_failure_it_has_read(leader):
+    """Each host of a failed job waits for the others to read its reason; a host whose own
+    failure this one has read (before its port went silent) is not waited for."""
+    follower = status_port(peers.FAILED, "algo-2: the MPI master on algo-1 failed")
+    port = follower.port
+    assert peers.read_status("localhost", port, "algo-1").startswith("failed")
+    follower.close()
+    # Its container gone: the address no longer refuses, it only stays silent (here: a port
+    # that takes connections and answers nothing).
+    silent = socket.create_server(("127.0.0.1", port))
+    try:
+        leader.finish(peers.FAILED, "rank 2 on algo-2 was killed by signal 9 (SIGKILL)")
+        started = time.monotonic()
+        leader.wait_until_read(("localhost",), wait_sec=30, follower_port=port)
+        assert time.monotonic() - started < 3
+    finally:
+        silent.close()

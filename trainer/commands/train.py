@@ -85,6 +85,12 @@ def train_main() -> NoReturn:
         outcome["metrics"] = launch.run(outcome["job"])
 
     exit_code = report_failures(output_dir, work)
+    if exit_code != 0 and "job" in outcome:
+        # The failure file is written; the job's other hosts may still need its reason.
+        signal.signal(signal.SIGTERM, lambda signum, frame: end_process(exit_code))
+        from trainer.launch.host import tell_the_others_how_it_ended
+
+        tell_the_others_how_it_ended(outcome["job"])
     if exit_code == 0:
         signal.signal(signal.SIGTERM, end_after_success)
         write_success(output_dir)

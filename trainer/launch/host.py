@@ -33,17 +33,26 @@ def run(job) -> dict | None:
     if len(plan.hosts) == 1:
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.hosts)
-    others = tuple(h for h in plan.hosts if h != job.current_host)
     try:
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
         metrics = launch_host(job, plan, status)
     except BaseException as err:
         # Every other host may be waiting for something of this one's (its sshd, its tasks,
-        # its end): the reason stays up until they have read it, or for FINAL_STATE_WAIT_SEC.
-        status.finish(*final_state(err, job.output_dir), followers=others)
+        # its end): the reason stays up until they have read it (tell_the_others_how_it_ended).
+        status.finish(*final_state(err, job.output_dir))
         raise
     status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
+
+
+def tell_the_others_how_it_ended(job) -> None:
+    """After this host's part has failed and its failure file is written: on several hosts,
+    keep its reason up until every other host has read it or no longer needs it, for at most
+    FINAL_STATE_WAIT_SEC (trainer.launch.peers.StatusServer.wait_until_read). Whatever they
+    wait for of this host (its sshd, its tasks, its end) they then end at once, naming it."""
+    status = peers.serving()
+    if status is not None:
+        status.wait_until_read([host for host in job.hosts if host != job.current_host])
 
 
 def end_with_the_job(job) -> None:

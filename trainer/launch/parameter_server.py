@@ -56,6 +56,6 @@ def end_if_a_task_dies(job, plan, status, tasks, names, ending, poll_sec: float 
             if task.poll() is not None and not ending.is_set():
                 reason = supervise.blame_first(job.output_dir, name, supervise.how_it_ended(task.returncode))
                 sys.stdout.flush()
-                status.finish(peers.FAILED, reason, followers=tuple(h for h in plan.hosts if h != job.current_host),
-                              wait_sec=5.0)
+                status.finish(peers.FAILED, reason)
+                status.wait_until_read(tuple(h for h in plan.hosts if h != job.current_host), wait_sec=5.0)
                 os._exit(EXIT_JOB_ERROR)

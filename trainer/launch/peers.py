@@ -57,6 +57,9 @@ UNRESOLVED = "does not resolve"
 # time (seen in container networks under load); a host must not take that for another
 # host's end, and a host that has exited is told by its port, not by its name.
 _resolved: dict[str, str] = {}
+# The final states this host has read on other hosts' status ports, by (host, port): a host
+# known to have failed or stopped needs nothing more of this one (StatusServer.wait_until_read).
+_final_read: dict[tuple[str, int], str] = {}
 
 
 def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:
@@ -299,36 +302,40 @@ class StatusServer:
         with self._changed:
             self._facts[fact] = value.replace("\n", " ").strip()
 
-    def finish(self, state: str, reason: str = "", followers: tuple[str, ...] = (),
-               wait_sec: float = FINAL_STATE_WAIT_SEC, follower_port: int | None = None) -> None:
-        """Publish the final state and keep it up until every follower has read it or is
-        gone (its own status port silent), for at most `wait_sec`. The port stays open
-        until this process ends: a follower takes its closing as the leader's process being
-        gone (a parameter-server coordinator still talks to the followers' tasks while
-        TensorFlow shuts down)."""
+    def finish(self, state: str, reason: str = "") -> None:
+        """Publish the final state. The port stays open until this process ends: a follower
+        takes its closing as the leader's process being gone (a parameter-server
+        coordinator still talks to the followers' tasks while TensorFlow shuts down)."""
         with self._changed:
             self._state = f"{state} {reason}".strip().replace("\n", " ")
             self._final.set()
-        self.wait_until_read(followers, wait_sec, follower_port)
 
     def wait_until_read(self, followers, wait_sec: float = FINAL_STATE_WAIT_SEC,
                         follower_port: int | None = None) -> None:
-        """Return once every host of `followers` has read this host's final state or is
-        gone (its own status port closed), or after `wait_sec`."""
+        """Return once every host of `followers` has read this host's final state or no
+        longer needs it, or after `wait_sec`. A follower no longer needs it when its `train`
+        is gone (its status port closed), never was there (its name does not resolve), or
+        has itself failed or been stopped (it is ending, and waits for nobody's end)."""
         deadline = time.monotonic() + wait_sec
-        gone: set[str] = set()
+        settled: set[str] = set()
         while True:
             with self._changed:
-                pending = set(followers) - self._read_final - gone
+                pending = set(followers) - self._read_final - settled
                 if not pending or time.monotonic() >= deadline:
                     break
                 self._changed.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
                 pending -= self._read_final
-            gone |= {host for host in pending
-                     if poll_status(host, follower_port or self.port, self.host_name)[1]}  # its port closed
-        unread = sorted(set(followers) - self._read_final - gone)
+            settled |= {host for host in pending if self._needs_nothing(host, follower_port or self.port)}
+        unread = sorted(set(followers) - self._read_final - settled)
         if unread:
             log.warning("%s did not read how this host ended within %.0f s", ", ".join(unread), wait_sec)
+
+    def _needs_nothing(self, host: str, port: int) -> bool:
+        # A failure or stop read from it before counts: its port may be gone by now, silently.
+        if _ended_apart(_final_read.get((host, port))) or resolve(host) is None:
+            return True
+        status, closed = poll_status(host, port, self.host_name)
+        return closed or _ended_apart(status)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -365,6 +372,8 @@ def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
             connection.settimeout(CONNECT_TIMEOUT_SEC)
             connection.sendall((line + "\n").encode())
             reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
+            if is_final(reply):
+                _final_read[(host, port)] = reply
             return reply or None, False
     except OSError as err:
         return None, err.errno in CLOSED_ERRNOS
@@ -372,6 +381,11 @@ def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
 
 def is_final(status: str | None) -> bool:
     return status is not None and status.partition(" ")[0] in FINAL_STATES
+
+
+def _ended_apart(status: str | None) -> bool:
+    """A final state other than done: a host that failed or was stopped waits for nobody."""
+    return is_final(status) and not status.startswith(DONE)
 
 
 def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] = lambda: None,
