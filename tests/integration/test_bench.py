@@ -112,9 +112,11 @@ def test_optimizers(tmp_path):
 
 
 def test_modes_reads_each_jobs_metrics(tmp_path):
-    result, _ = bench(tmp_path, "modes", "--modes", "single,horovod,parameter_server-pipe", "--train-rows", "16384",
-                      "--eval-rows", "1000", "--epochs", "1")
+    result, table = bench(tmp_path, "modes", "--modes", "single,horovod,parameter_server-pipe", "--train-rows", "16384",
+                          "--eval-rows", "1000", "--epochs", "1", "--feature-size", "5721", "--signal", "0.55")
     rows = {row["mode"]: row for row in result["rows"]}
     assert rows["single"]["world_size"] == 1 and rows["horovod"]["world_size"] == 2
     assert (rows["parameter_server-pipe"]["hosts"], rows["parameter_server-pipe"]["input_mode"]) == (2, "Pipe")
     assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in rows.values())
+    assert (result["feature_size"], result["signal"]) == (5721, 0.55) and 0.78 < result["oracle_eval_auc"] < 0.86
+    assert f"The hidden model's own eval AUC (the oracle; no mode can beat it on average): {result['oracle_eval_auc']:.4f}" in table

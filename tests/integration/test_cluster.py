@@ -96,10 +96,12 @@ def test_multi_worker_mirrored_on_two_hosts(aws_split, tmp_path):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     """Planted-signal data (`trainer datagen`: labels from a hidden factorization machine),
-    5,721 ids, enough rows for one host to have converged in 5 epochs."""
+    5,721 ids, a weak signal (oracle eval AUC near 0.82, as noisy as click logs), enough rows
+    for one host to have converged in 5 epochs."""
     from trainer.data import datagen
 
-    return datagen.generate(str(tmp_path_factory.mktemp("planted")), 120_000, 30_000, files=4, feature_size=5721)
+    return datagen.generate(str(tmp_path_factory.mktemp("planted")), 120_000, 30_000, files=4, feature_size=5721,
+                            signal=0.55)
 
 
 def test_parameter_servers_train_as_well_as_one_host(planted, tmp_path):
@@ -113,7 +115,7 @@ def test_parameter_servers_train_as_well_as_one_host(planted, tmp_path):
     assert two.metrics["distribution"] == "parameter_server" and two.metrics["steps"] == 5 * 2 * 235
     auc = {"one host": one.metrics["eval_auc"], "parameter servers, 2 hosts": two.metrics["eval_auc"]}
     print(auc)
-    assert auc["one host"] > 0.8, auc  # the planted signal was learnt
+    assert auc["one host"] > 0.75, (auc, planted["oracle_eval_auc"])  # the planted signal was learnt
     assert abs(auc["parameter servers, 2 hosts"] - auc["one host"]) <= 0.01, auc
 
 

@@ -128,6 +128,8 @@ def check_output(command: str, stdout: str, stderr: str) -> None:
         assert result["plan"]["mode"] and result.get("check_input", {}).get("exactly_once", True), stdout[-2000:]
     elif " trainer datagen " in command:
         assert re.search(r"\d+ rows in \d+ files under", output), output
+        oracle = float(re.search(r"the hidden model's eval AUC (0\.\d{4})", output).group(1))
+        assert (0.78 < oracle < 0.86) if "--signal 0.55" in command else (0.84 < oracle < 0.95), output
 
 
 def test_tensorboard_serves_the_first_jobs_curves(scratch):

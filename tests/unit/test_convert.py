@@ -106,6 +106,29 @@ def test_datagen_is_seeded_and_independent_of_workers(tmp_path):
         assert len([records.parse_libsvm_line(l, 39, 117581) for l in f]) == 100
 
 
+def test_datagen_signal_sets_the_oracle_auc(tmp_path):
+    """--signal scales the hidden model: a weaker signal lowers the eval split's oracle AUC
+    (the hidden model's own score), the click rate stays Criteo-like, and the default is the
+    unscaled model (the same files as before the option)."""
+    oracle = {signal: datagen.generate(str(tmp_path / str(signal)), 2000, 20000, files=2, workers=2, seed=5,
+                                       feature_size=5721, signal=signal) for signal in (1.0, 0.55)}
+    assert 0.88 < oracle[1.0]["oracle_eval_auc"] < 0.95 and 0.78 < oracle[0.55]["oracle_eval_auc"] < 0.86, oracle
+    assert all(0.15 < result["click_rate"] < 0.35 for result in oracle.values())
+    default = datagen.generate(str(tmp_path / "default"), 2000, 20000, files=2, workers=2, seed=5, feature_size=5721)
+    assert [open(p, "rb").read() for p in default["files"]] == [open(p, "rb").read() for p in oracle[1.0]["files"]]
+    assert datagen.generate(str(tmp_path / "none"), 100, 0, files=1, workers=1)["oracle_eval_auc"] is None
+
+
+@pytest.mark.parametrize("scores, labels, expected", [
+    ([0.1, 0.2, 0.3, 0.4], [0, 0, 1, 1], 1.0),
+    ([0.4, 0.3, 0.2, 0.1], [0, 0, 1, 1], 0.0),
+    ([0.1, 0.3, 0.2, 0.4], [0, 0, 1, 1], 0.75),
+    ([0.1, 0.2], [1, 1], None),
+])
+def test_rank_auc(scores, labels, expected):
+    assert datagen.rank_auc(np.array(scores), np.array(labels, np.float32)) == expected
+
+
 def test_datagen_signal_is_learnable():
     """The hidden model's own logit separates the labels well: there is signal to learn."""
     model = datagen.HiddenModel.from_seed(7, 117581)
