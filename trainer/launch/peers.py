@@ -321,11 +321,11 @@ class StatusServer:
         while True:
             with self._changed:
                 pending = set(followers) - self._read_final - settled
-                if not pending or time.monotonic() >= deadline:
+            settled |= {host for host in pending if self._needs_nothing(host, follower_port or self.port)}
+            with self._changed:
+                if not set(followers) - self._read_final - settled or time.monotonic() >= deadline:
                     break
                 self._changed.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-                pending -= self._read_final
-            settled |= {host for host in pending if self._needs_nothing(host, follower_port or self.port)}
         unread = sorted(set(followers) - self._read_final - settled)
         if unread:
             log.warning("%s did not read how this host ended within %.0f s", ", ".join(unread), wait_sec)
