@@ -1,4 +1,5 @@
 """The data tools: convert (round trip, parallel, channels, errors), split and datagen."""
+import argparse
 import os
 
 import numpy as np
@@ -117,6 +118,16 @@ def test_datagen_signal_sets_the_oracle_auc(tmp_path):
     default = datagen.generate(str(tmp_path / "default"), 2000, 20000, files=2, workers=2, seed=5, feature_size=5721)
     assert [open(p, "rb").read() for p in default["files"]] == [open(p, "rb").read() for p in oracle[1.0]["files"]]
     assert datagen.generate(str(tmp_path / "none"), 100, 0, files=1, workers=1)["oracle_eval_auc"] is None
+
+
+@pytest.mark.parametrize("text, expected", [("0.55", 0.55), ("1", 1.0), ("0", None), ("-1", None), ("abc", None),
+                                            ("nan", None)])
+def test_signal_must_be_a_positive_number(text, expected):
+    if expected is None:
+        with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive number, got '{text}'"):
+            datagen.signal_scale(text)
+    else:
+        assert datagen.signal_scale(text) == expected
 
 
 @pytest.mark.parametrize("scores, labels, expected", [

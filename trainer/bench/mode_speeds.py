@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--feature-size", type=int, default=117581, help="ids of the generated data")
-    parser.add_argument("--signal", type=float, default=1.0, help="the generated data's signal (trainer datagen)")
+    parser.add_argument("--signal", type=datagen.signal_scale, default=1.0,
+                        help="the generated data's signal (trainer datagen)")
 
 
 def run(args: argparse.Namespace) -> dict:
