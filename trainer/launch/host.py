@@ -52,7 +52,7 @@ def tell_the_others_how_it_ended(job) -> None:
     wait for of this host (its sshd, its tasks, its end) they then end at once, naming it."""
     status = peers.serving()
     if status is not None:
-        status.wait_until_read([host for host in job.hosts if host != job.current_host])
+        status.wait_until_read(status.other_hosts)
 
 
 def end_with_the_job(job) -> None:
@@ -65,7 +65,7 @@ def end_with_the_job(job) -> None:
     peers.wait_for_the_job_end(job.current_host, others, job.hyperparameters.peer_wait_sec)
     status = peers.serving()
     if status is not None:
-        status.wait_until_read([peer.host for peer in others])
+        status.wait_until_read(status.other_hosts)
 
 
 def describe(plan, runs_script: bool) -> str:

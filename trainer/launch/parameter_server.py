@@ -28,7 +28,7 @@ def run(launch) -> dict | None:
     ending = threading.Event()  # set when this host's tasks are being stopped on purpose
     try:
         if plan.chief.host == job.current_host:
-            threading.Thread(target=end_if_a_task_dies, args=(job, plan, status, tasks, names, ending),
+            threading.Thread(target=end_if_a_task_dies, args=(job, status, tasks, names, ending),
                              daemon=True).start()
             return worker.run_process(job, plan, plan.chief)
 
@@ -47,7 +47,7 @@ def run(launch) -> dict | None:
         supervise.end_tasks(tasks)
 
 
-def end_if_a_task_dies(job, plan, status, tasks, names, ending, poll_sec: float = 1.0) -> None:
+def end_if_a_task_dies(job, status, tasks, names, ending, poll_sec: float = 1.0) -> None:
     """On the coordinator's host: a PS or worker task that dies ends the job at once (the
     coordinator would otherwise wait for a lost worker to come back, or fail later with a
     consequence), naming the task first, also to the hosts that follow this one."""
@@ -57,5 +57,5 @@ def end_if_a_task_dies(job, plan, status, tasks, names, ending, poll_sec: float 
                 reason = supervise.blame_first(job.output_dir, name, supervise.how_it_ended(task.returncode))
                 sys.stdout.flush()
                 status.finish(peers.FAILED, reason)
-                status.wait_until_read(tuple(h for h in plan.hosts if h != job.current_host), wait_sec=5.0)
+                status.wait_until_read(status.other_hosts, wait_sec=5.0)
                 os._exit(EXIT_JOB_ERROR)

@@ -330,6 +330,11 @@ class StatusServer:
         if unread:
             log.warning("%s did not read how this host ended within %.0f s", ", ".join(unread), wait_sec)
 
+    @property
+    def other_hosts(self) -> tuple[str, ...]:
+        """The job's hosts but this one: the hosts that may read its final state."""
+        return tuple(host for host in self._job.hosts if host != self.host_name)
+
     def _needs_nothing(self, host: str, port: int) -> bool:
         # A failure or stop read from it before counts: its port may be gone by now, silently.
         if _ended_apart(_final_read.get((host, port))) or resolve(host) is None:
