@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--signal", type=signal_scale, default=1.0,
                         help="scale of the hidden model's terms: 0.55 with 5721 ids gives an oracle AUC near 0.82")
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
 
 
 def signal_scale(text: str) -> float:
@@ -54,7 +55,6 @@ def signal_scale(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
-    parser.add_argument("--workers", type=int, default=os.cpu_count())
 
 
 @dataclass(frozen=True)
