@@ -106,20 +106,24 @@ def user_scripts(tmp_path, entry_point: str, distribution=None, with_wheel: bool
     return {"entry_point": entry_point, "source_dir": str(source), "distribution": distribution}
 
 
-def write_wheel(path, name: str, module_source: str) -> None:
-    """A minimal pure-Python wheel of one module (what `pip wheel` makes of it)."""
+def write_wheel(path, name: str, module_source: str, version: str = "1.0", requires: tuple = ()) -> None:
+    """A minimal pure-Python wheel of one module (what `pip wheel` makes of it), needing
+    `requires` (Requires-Dist lines)."""
     import base64
     import hashlib
     import zipfile
 
+    info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {requirement}\n" for requirement in requires)
     files = {f"{name}.py": module_source,
-             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/METADATA": metadata,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = []
     with zipfile.ZipFile(path, "w") as wheel:
         for member, text in files.items():
             digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
             record.append(f"{member},sha256={digest},{len(text.encode())}")
             wheel.writestr(member, text)
-        record.append(f"{name}-1.0.dist-info/RECORD,,")
-        wheel.writestr(f"{name}-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+        record.append(f"{info}/RECORD,,")
+        wheel.writestr(f"{info}/RECORD", "\n".join(record) + "\n")

@@ -192,6 +192,7 @@ CONTAINER_ONLY = frozenset({
     "entry_point_kind", "distribution", "processes_per_host", "mpi_options", "stop_grace_sec", "peer_wait_sec",
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
+    "allow_pin_changes",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -270,6 +271,10 @@ SPECS: tuple[Spec, ...] = (
          "when imported (no __main__ guard, no top-level call), else a training script run as AWS's "
          "TensorFlow container runs it (decided from its source; trainer plan says why).",
          group="input", choices=("auto", "hooks", "script")),
+    Spec("allow_pin_changes", "bool", False, "Let a script's requirements.txt change a package the image's "
+         "TensorFlow, Horovod and tensorflow-io were built against (TensorFlow, Keras, numpy, protobuf, Horovod, "
+         "mpi4py, tensorflow-io, sagemaker-training, sagemaker-tensorflow); false: such a line fails the job "
+         "before training, naming it.", group="input"),
     # Distribution: decided by the planner from the job; these override its choices
     Spec("distribution", "str", "auto", "How to use the job's hosts and devices; auto: from the "
          "SageMaker SDK's distribution keys, else from hosts, GPUs and CPUs (trainer plan says why).",

@@ -23,11 +23,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 
 from trainer import script_process
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import peers, supervise
+from trainer.launch import peers, requirements, supervise
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
@@ -39,23 +40,55 @@ MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 
 
 def prepare(job, toolkit_env) -> None:
-    """Install what the code needs, as the toolkit does, shipped wheels first and offline."""
+    """Install what the code needs, as the toolkit does, shipped wheels first and offline,
+    without moving the image's pinned stack (trainer.launch.requirements)."""
     from sagemaker_training import entry_point
 
     code_dir, program = job.entry_point.code_dir, job.entry_point.program
-    requirements = os.path.join(code_dir, "requirements.txt")
-    if os.path.exists(requirements) and any(name.endswith(".whl") for name in os.listdir(code_dir)):
+    allow = job.hyperparameters.allow_pin_changes
+    pins = requirements.core_pins()
+    requirements_txt = os.path.join(code_dir, "requirements.txt")
+    if os.path.exists(requirements_txt):
+        for change in requirements.check(requirements_txt, pins, allow_changes=allow):
+            log.warning("%s=true: %s", requirements.OVERRIDE, change)
+    pip_env = requirements.pip_environment(pins, tempfile.mkdtemp(prefix="trainer-pip-"), allow_changes=allow)
+    if os.path.exists(requirements_txt) and any(name.endswith(".whl") for name in os.listdir(code_dir)):
         offline = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", code_dir,
-                                  "-r", requirements], cwd=code_dir, capture_output=True, text=True)
+                                  "-r", requirements_txt], cwd=code_dir, capture_output=True, text=True,
+                                 env={**os.environ, **pip_env})
         log.info("requirements.txt from the wheels beside the script: %s",
                  "installed" if offline.returncode == 0 else "not all there; the package index is asked next")
+    saved = {name: os.environ.get(name) for name in pip_env}
+    os.environ.update(pip_env)  # the toolkit's pip inherits this process's environment
     try:
         # The toolkit reads its code dir at import; ours may be elsewhere (trainer local).
         entry_point.install(program, path=code_dir, capture_error=True)
     except Exception as err:  # the toolkit's InstallModuleError / InstallRequirementsError
-        raise JobError(f"the code in {code_dir} cannot be installed (requirements.txt or setup.py): "
-                       f"{last_error_line(str(err))}") from err
+        raise JobError(_install_failure(code_dir, requirements_txt, pins, str(err))) from err
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     _start_intermediate_sync(toolkit_env)
+
+
+def _install_failure(code_dir: str, requirements_txt: str, pins: dict, toolkit_error: str) -> str:
+    """Why the code could not be installed, in one line, from a dry run of pip: the toolkit's
+    error keeps none of pip's output (its ErrorMessage is empty), and pip writes a
+    conflict's cause to stdout."""
+    output = toolkit_error
+    if os.path.exists(requirements_txt):
+        dry_run = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "-r", requirements_txt],
+                                 cwd=code_dir, capture_output=True, text=True, timeout=600)
+        output = dry_run.stdout + dry_run.stderr + output
+        conflict = requirements.explain_pip_failure(output, pins)
+        if conflict:
+            return conflict
+    pip_errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
+    return (f"the code in {code_dir} cannot be installed (requirements.txt or setup.py): "
+            f"{pip_errors[0] if pip_errors else last_error_line(output)}")
 
 
 def _start_intermediate_sync(toolkit_env) -> None:
