@@ -41,3 +41,20 @@ def test_checkpoints_on_s3_and_a_job_that_resumes_from_them(s3, tmp_path, monkey
     assert second.exit_code == 0, second.log[-3000:]
     assert re.search(rf"resumed from {re.escape(model_dir)}/model.ckpt-{steps} at step {steps}\b", second.log)
     assert f"jobs/mnist/model/model.ckpt-{2 * steps}.index" in s3.keys(bucket, "jobs/mnist/model/")
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_a_file_written_as_the_script_ends_reaches_s3(s3, tmp_path, monkeypatch, exit_code):
+    """output/intermediate is synced by the training toolkit's uploader; `train` waits for
+    its last uploads before it exits, whether the script succeeded or failed."""
+    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL_S3": s3.endpoint, "TRAINING_JOB_NAME": "last-words"}.items():
+        monkeypatch.setenv(name, value)
+    bucket = s3.bucket()
+    run = run_local(tmp_path / "job", {}, {"sagemaker_program": "writes_intermediate.py",
+                                            "sagemaker_submit_directory": os.path.join(PROJECT_ROOT, "tests", "scripts"),
+                                            "sagemaker_s3_output": f"s3://{bucket}/output", "exit_code": exit_code})
+    assert run.exit_code == exit_code, run.log[-3000:]
+    assert f"output/intermediate is uploaded to s3://{bucket}/output" in run.log
+    assert "output/intermediate's uploads done" in run.log, run.log[-3000:]
+    assert s3.keys(bucket, "output/last-words/output/intermediate/") == [
+        "output/last-words/output/intermediate/last-words.bin"]

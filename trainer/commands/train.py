@@ -109,7 +109,11 @@ def train_main() -> NoReturn:
 def end_process(exit_code: int) -> NoReturn:
     """End `train` once its outputs are written. Python's own exit would first tear down
     TensorFlow's runtime, which with parameter servers removes every function from every
-    remote task, one RPC at a time: minutes when the other hosts have already gone."""
+    remote task, one RPC at a time: minutes when the other hosts have already gone. The
+    upload of output/intermediate is waited for first (bounded)."""
+    from trainer.launch import intermediate_output
+
+    intermediate_output.wait()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

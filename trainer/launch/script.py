@@ -28,7 +28,7 @@ import threading
 
 from trainer import script_process
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import peers, requirements, supervise
+from trainer.launch import intermediate_output, peers, requirements, supervise
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
@@ -71,7 +71,7 @@ def prepare(job, toolkit_env) -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    _start_intermediate_sync(toolkit_env)
+    intermediate_output.start(toolkit_env)
 
 
 def _install_failure(code_dir: str, requirements_txt: str, pins: dict, toolkit_error: str) -> str:
@@ -89,18 +89,6 @@ def _install_failure(code_dir: str, requirements_txt: str, pins: dict, toolkit_e
     pip_errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
     return (f"the code in {code_dir} cannot be installed (requirements.txt or setup.py): "
             f"{pip_errors[0] if pip_errors else last_error_line(output)}")
-
-
-def _start_intermediate_sync(toolkit_env) -> None:
-    """The toolkit's sync of /opt/ml/output/intermediate to S3 while the job runs (where the
-    job says where its output goes: on SageMaker)."""
-    from sagemaker_training import intermediate_output
-
-    region = os.environ.get("AWS_REGION", os.environ.get("SAGEMAKER_REGION"))  # as the toolkit's trainer
-    try:
-        intermediate_output.start_sync(toolkit_env.sagemaker_s3_output(), region)
-    except Exception as err:  # no S3 here (local mode): training goes on without it
-        log.warning("output/intermediate will not be synced: %s: %s", type(err).__name__, err)
 
 
 def last_error_line(text: str) -> str:
