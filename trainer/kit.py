@@ -10,8 +10,10 @@ A script that uses none of them still runs; each one gives what the container kn
                                        `parse_fn(serialized) -> (features, label)`)
     kit.learning_rate(base)            base times the job's synchronous replicas
     kit.callbacks(batch_size, model=None)  logs `samples/sec=` and `samples/$=` (the
-                                       estimator's metric_definitions), checkpoints to
-                                       /opt/ml/checkpoints (chief), and on SIGTERM stops at
+                                       estimator's metric_definitions), checkpoints to the job's
+                                       checkpoint folder (chief; /opt/ml/checkpoints or
+                                       checkpointconfig.json's LocalPath), resumes from it,
+                                       and on SIGTERM stops at
                                        the next step and saves
     kit.tensorboard(batch_size)        a callback writing TensorBoard scalars where SageMaker
                                        uploads them live (loss, samples/sec, learning rate

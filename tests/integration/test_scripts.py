@@ -174,9 +174,14 @@ def test_the_documented_kit_script(aws_split, tmp_path):
     source.mkdir()
     (source / "train.py").write_text(code)
     hp = {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(source), "epochs": 2, "batch_size": 32}
-    run = run_local(tmp_path / "job", aws_split, hp, input_mode="Pipe")
+    # The job's checkpointconfig.json LocalPath (the SDK's checkpoint_local_path) is where the kit saves.
+    checkpoints = tmp_path / "spot-checkpoints"
+    run = run_local(tmp_path / "job", aws_split, hp, input_mode="Pipe", checkpoint_local_path=checkpoints)
     assert run.exit_code == 0, run.log[-3000:]
     assert "entry point: script train.py" in run.log and regex.search(r"samples/sec=[0-9.]+", run.log)
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     assert runs(os.path.join(run.job_dir, "output", "tensorboard")) == {"train": 1, "epoch": 1}
-    assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
+    assert "checkpoint" in os.listdir(checkpoints) and not os.listdir(os.path.join(run.job_dir, "checkpoints"))
+    again = run_local(tmp_path / "job", aws_split, {**hp, "epochs": 1}, input_mode="Pipe",
+                      checkpoint_local_path=checkpoints)
+    assert again.exit_code == 0 and f"resumed from {checkpoints}/ckpt-" in again.log, again.log[-3000:]

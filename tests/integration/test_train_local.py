@@ -91,13 +91,24 @@ def test_log_lines_match_the_metric_definitions(file_and_pipe_runs):
                      r"\(\w+\) KMP_AFFINITY=\S+ KMP_BLOCKTIME=\d+\(\w+\)", log)
 
 
-def test_resumes_from_its_checkpoint(aws_split, tmp_path):
-    first = run_local(tmp_path, aws_split, {"num_epochs": 1})
+@pytest.mark.parametrize("local_path", [False, True], ids=["opt-ml-checkpoints", "checkpointconfig-local-path"])
+def test_resumes_from_its_checkpoint(aws_split, tmp_path, local_path):
+    """From /opt/ml/checkpoints, or from the LocalPath of the job's checkpointconfig.json
+    (the SDK's checkpoint_local_path), which `trainer plan` shows."""
+    checkpoints = tmp_path / "spot-checkpoints" if local_path else tmp_path / "job" / "checkpoints"
+    where = {"checkpoint_local_path": checkpoints} if local_path else {}
+    first = run_local(tmp_path / "job", aws_split, {"num_epochs": 1}, **where)
     assert first.exit_code == 0, first.log[-3000:]
     assert first.metrics["steps"] == 32
-    second = run_local(tmp_path, aws_split, {"num_epochs": 2})
+    assert "checkpoint" in os.listdir(checkpoints)
+    if local_path:
+        assert not os.listdir(tmp_path / "job" / "checkpoints")
+        plan = subprocess.run([sys.executable, "-m", "trainer", "plan", "--job-dir", str(tmp_path / "job")],
+                              capture_output=True, text=True, cwd=PROJECT_ROOT)
+        assert json.loads(plan.stdout)["folders"]["checkpoints"] == str(checkpoints)
+    second = run_local(tmp_path / "job", aws_split, {"num_epochs": 2}, **where)
     assert second.exit_code == 0, second.log[-3000:]
-    assert "resumed from" in second.log and "1 epochs and 32 steps done" in second.log
+    assert f"resumed from {checkpoints}" in second.log and "1 epochs and 32 steps done" in second.log
     assert second.metrics["steps"] == 64 and second.metrics["epochs"] == 2
     assert second.metrics["resumed_from_epoch"] == 1
     assert [h["epoch"] for h in second.metrics["history"]] == [2]

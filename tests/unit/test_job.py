@@ -163,3 +163,26 @@ def test_missing_channel_is_a_clear_error(job_dir, channels, hyper, message):
         training_channels(job)
         eval_channel_name(job)
     assert message in str(error.value)
+
+
+# checkpointconfig.json's content (None: no file) -> the checkpoint folder (None: the job's default)
+CHECKPOINT_CASES = {
+    "no CheckpointConfig: /opt/ml/checkpoints": (None, None),
+    "the SDK's checkpoint_local_path": ('{"LocalPath": "/opt/ml/spot-checkpoints", "S3Uri": "s3://b/c"}',
+                                        "/opt/ml/spot-checkpoints"),
+    "no LocalPath in it: the default": ('{"S3Uri": "s3://b/c"}', None),
+    "not JSON: named": ("{LocalPath", "checkpointconfig.json is not a JSON object with LocalPath"),
+    "a relative LocalPath: named": ('{"LocalPath": "checkpoints"}', "LocalPath must be an absolute path"),
+}
+
+
+@pytest.mark.parametrize("name", CHECKPOINT_CASES)
+def test_checkpoints_go_where_checkpointconfig_says(job_dir, name):
+    content, expected = CHECKPOINT_CASES[name]
+    if content is not None:
+        (job_dir / "input" / "config" / "checkpointconfig.json").write_text(content)
+    if expected is not None and not expected.startswith("/"):
+        with pytest.raises(JobError, match=expected):
+            read_job(str(job_dir))
+        return
+    assert read_job(str(job_dir)).checkpoint_dir == (expected or str(job_dir / "checkpoints"))

@@ -88,13 +88,25 @@ def output_dir_of(base_dir: str) -> str:
 
 
 TENSORBOARD_CONFIG = "tensorboardoutputconfig.json"
+CHECKPOINT_CONFIG = "checkpointconfig.json"
 
 
 def tensorboard_dir_of(input_config_dir: str, output_dir: str) -> str:
     """Where SageMaker uploads TensorBoard's files from while the job runs: the LocalPath of
     the job's TensorBoardOutputConfig (SageMaker writes it to tensorboardoutputconfig.json
     beside the other config files), else the SDK's default, <output>/tensorboard."""
-    path = os.path.join(input_config_dir, TENSORBOARD_CONFIG)
+    return _local_path_of(os.path.join(input_config_dir, TENSORBOARD_CONFIG), os.path.join(output_dir, "tensorboard"))
+
+
+def checkpoint_dir_of(input_config_dir: str, base_dir: str) -> str:
+    """Where checkpoints are written and resumed from: the LocalPath of the job's
+    CheckpointConfig (the SDK's checkpoint_local_path; SageMaker writes checkpointconfig.json
+    and syncs that folder with checkpoint_s3_uri), else SageMaker's default, /opt/ml/checkpoints."""
+    return _local_path_of(os.path.join(input_config_dir, CHECKPOINT_CONFIG), os.path.join(base_dir, "checkpoints"))
+
+
+def _local_path_of(path: str, default: str) -> str:
+    """The LocalPath of one of SageMaker's output config files, else `default`."""
     if os.path.isfile(path):
         try:
             with open(path) as f:
@@ -102,8 +114,10 @@ def tensorboard_dir_of(input_config_dir: str, output_dir: str) -> str:
         except (OSError, ValueError, AttributeError) as err:
             raise JobError(f"config file {path} is not a JSON object with LocalPath: {err}") from None
         if local_path:
-            return str(local_path)
-    return os.path.join(output_dir, "tensorboard")
+            if not isinstance(local_path, str) or not os.path.isabs(local_path):
+                raise JobError(f"config file {path}: LocalPath must be an absolute path, got {local_path!r}")
+            return local_path
+    return default
 
 
 def _toolkit_environment(base_dir: str):
@@ -222,8 +236,7 @@ def read_job(base_dir: str | None = None) -> Job:
         model_dir=model_dir,
         output_dir=output_dir,
         output_data_dir=os.environ.get("SM_OUTPUT_DATA_DIR", os.path.join(output_dir, "data")),
-        # /opt/ml/checkpoints: SageMaker syncs it with the estimator's checkpoint_s3_uri.
-        checkpoint_dir=os.path.join(base_dir, "checkpoints"),
+        checkpoint_dir=checkpoint_dir_of(environment.input_config_dir, base_dir),
         entry_point=entry_point,
         tensorboard_dir=tensorboard_dir_of(environment.input_config_dir, output_dir),
     )

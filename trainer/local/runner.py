@@ -50,6 +50,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
                         help="give this channel S3DistributionType ShardedByS3Key: each host gets "
                              "every n-th of its files (repeatable)")
+    parser.add_argument("--checkpoint-local-path", metavar="PATH",
+                        help="the job's CheckpointConfig LocalPath (the SDK's checkpoint_local_path): where "
+                             "checkpoints are written and resumed from (with several hosts, PATH/<host>)")
 
 
 def write_json(path: str, value) -> None:
@@ -67,6 +70,7 @@ class LocalJob:
     instance_type: str = "local"
     hosts: int = 1
     sharded: frozenset = frozenset()  # channels with S3DistributionType ShardedByS3Key
+    checkpoint_local_path: str | None = None  # checkpointconfig.json's LocalPath
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -78,8 +82,9 @@ class LocalJob:
         unknown = set(args.sharded_channel) - set(channels)
         if unknown:
             raise SystemExit(f"trainer: --sharded-channel {', '.join(sorted(unknown))} is not a --channel")
+        checkpoints = os.path.abspath(args.checkpoint_local_path) if args.checkpoint_local_path else None
         return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, args.hosts,
-                        frozenset(args.sharded_channel))
+                        frozenset(args.sharded_channel), checkpoints)
 
     @property
     def host_names(self) -> list[str]:
@@ -124,6 +129,11 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
                "S3DistributionType": "ShardedByS3Key" if name in job.sharded else "FullyReplicated",
                "RecordWrapperType": "None", "ContentType": content_type(paths)}
         for name, paths in job.channels.items()})
+    if job.checkpoint_local_path:
+        local_path = job.checkpoint_local_path if job.hosts == 1 else os.path.join(job.checkpoint_local_path, hosts[host_index])
+        write_json(os.path.join(config_dir, "checkpointconfig.json"), {"LocalPath": local_path})
+    elif os.path.exists(os.path.join(config_dir, "checkpointconfig.json")):  # from an earlier layout
+        os.remove(os.path.join(config_dir, "checkpointconfig.json"))
     if input_mode == "File":
         for name in job.channels:
             channel_dir = os.path.join(data_dir, name)
