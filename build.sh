@@ -232,7 +232,10 @@ image_lock() {
   local eng tag="localhost/$IMAGE_NAME:cpu"
   eng="$(engine)"
   { sed -n '1,2p' "$ROOT/docker/constraints-py310.txt"
-    "$eng" run --rm --entrypoint python3 "$tag" -m pip freeze --all --exclude-editable | grep -v ' @ file://'
+    # Not the CPU image's metadata-only `tensorflow` (container/tensorflow-name.py): the GPU
+    # image installs TensorFlow itself, at its own version, under this lock.
+    "$eng" run --rm --entrypoint python3 "$tag" -m pip freeze --all --exclude-editable \
+      | grep -v ' @ file://' | grep -v '^tensorflow=='
   } > "$ROOT/docker/constraints-py310.txt.new"
   mv "$ROOT/docker/constraints-py310.txt.new" "$ROOT/docker/constraints-py310.txt"
   log "wrote docker/constraints-py310.txt from $tag"
