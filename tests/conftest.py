@@ -66,12 +66,14 @@ class JobRun:
 
 def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
                   hosts: int = 1, instance_type: str = "local", sharded: tuple = (),
-                  checkpoint_local_path=None) -> list[str]:
+                  checkpoint_local_path=None, channel_config: tuple = ()) -> list[str]:
     """The `trainer local` command line of a job (`sharded`: channels given ShardedByS3Key)."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
                "--hosts", str(hosts), "--instance-type", instance_type]
     if checkpoint_local_path:
         command += ["--checkpoint-local-path", str(checkpoint_local_path)]
+    for setting in channel_config:  # "NAME:KEY=VALUE"
+        command += ["--channel-config", setting]
     for name in sharded:
         command += ["--sharded-channel", name]
     for name, paths in channels.items():
@@ -88,11 +90,11 @@ def first_host_folder(job_dir, hosts: int) -> str:
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
               timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local",
-              sharded: tuple = (), checkpoint_local_path=None) -> JobRun:
+              sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = ()) -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
     several hosts, `job_dir` of the result is the first host's folder."""
     command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded,
-                            checkpoint_local_path)
+                            checkpoint_local_path, channel_config)
     # Its own process group: a hang guard that fires stops every host of the job, not only `trainer local`.
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)

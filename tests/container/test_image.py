@@ -70,16 +70,21 @@ def test_the_toolkit_s_train_stays_reachable(image, aws_split, tmp_path):
     assert open(os.path.join(folder, "output", "data", "toolkit-ran")).read() == "yes"
 
 
-@pytest.mark.parametrize("reader", ["pipemodedataset", "project"])
-def test_pipe_mode_two_horovod_processes(image, aws_split, tmp_path, reader):
+@pytest.mark.parametrize("reader, recordio", [("pipemodedataset", False), ("project", False), ("project", True)],
+                         ids=["pipemodedataset", "project", "recordio-wrapped"])
+def test_pipe_mode_two_horovod_processes(image, aws_split, tmp_path, reader, recordio):
+    """Each rank its own channel; RecordIO-wrapped channels (as SageMaker streams them with
+    RecordWrapperType=RecordIO) are read by the project's reader, which unwraps them."""
     halves = [str(tmp_path / "t1.tfrecords"), str(tmp_path / "t2.tfrecords")]
     split(aws_split["training"], [4000, 4000], halves)
-    job = LocalJob({"training-1": [halves[0]], "training-2": [halves[1]], "evaluation": [aws_split["evaluation"]]},
-                   {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
-                    "num_epochs": "2", **({"pipe_reader": reader} if reader == "project" else {})},
-                   input_mode="Pipe")
+    channels = {"training-1": [halves[0]], "training-2": [halves[1]], "evaluation": [aws_split["evaluation"]]}
+    job = LocalJob(channels, {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+                              "num_epochs": "2", **({"pipe_reader": reader} if reader == "project" and not recordio else {})},
+                   input_mode="Pipe",
+                   channel_config=tuple((name, "RecordWrapperType", "RecordIO") for name in channels if recordio))
     folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
-    feeders = [PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, 0)) for name in job.channels]
+    feeders = [PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, 0), recordio=recordio)
+               for name in job.channels]
     for feeder in feeders:
         feeder.start()
     try:

@@ -91,6 +91,37 @@ def test_log_lines_match_the_metric_definitions(file_and_pipe_runs):
                      r"\(\w+\) KMP_AFFINITY=\S+ KMP_BLOCKTIME=\d+\(\w+\)", log)
 
 
+# input mode, how the files are named, the channel's settings (SageMaker's TrainingInput)
+COMPRESSED_AND_WRAPPED = {
+    "File, .gz files": ("File", "{}.tfrecord.gz", ()),
+    "File, CompressionType Gzip": ("File", "{}-part-0", ("CompressionType=Gzip",)),
+    "Pipe, CompressionType Gzip (streamed decompressed)": ("Pipe", "{}.tfrecord.gz", ("CompressionType=Gzip",)),
+    "Pipe, RecordWrapperType RecordIO": ("Pipe", "{}.tfrecord", ("RecordWrapperType=RecordIO",)),
+}
+
+
+@pytest.mark.parametrize("case", COMPRESSED_AND_WRAPPED)
+def test_gzip_and_recordio_channels(aws_split, tmp_path, case):
+    """Gzip TFRecords in File mode (by CompressionType or the .gz suffix) and in Pipe mode
+    (SageMaker streams them decompressed), and a Pipe channel whose objects SageMaker wraps
+    in RecordIO records: the same job, the same steps and model quality."""
+    import gzip
+
+    input_mode, name, settings = COMPRESSED_AND_WRAPPED[case]
+    channels = {}
+    for channel in ("training", "evaluation"):
+        data = open(aws_split[channel], "rb").read()
+        path = tmp_path / "data" / channel / name.format(channel)
+        path.parent.mkdir(parents=True)
+        compressed = name.endswith(".gz") or "CompressionType=Gzip" in settings
+        path.write_bytes(gzip.compress(data, compresslevel=1) if compressed else data)
+        channels[channel] = str(path.parent)
+    run = run_local(tmp_path / "job", channels, {"num_epochs": 1}, input_mode=input_mode,
+                    channel_config=[f"{channel}:{setting}" for channel in channels for setting in settings])
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["steps"] == 32 and run.metrics["eval_auc"] > 0.65, run.metrics
+
+
 @pytest.mark.parametrize("local_path", [False, True], ids=["opt-ml-checkpoints", "checkpointconfig-local-path"])
 def test_resumes_from_its_checkpoint(aws_split, tmp_path, local_path):
     """From /opt/ml/checkpoints, or from the LocalPath of the job's checkpointconfig.json

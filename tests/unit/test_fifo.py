@@ -5,7 +5,9 @@ import time
 import pytest
 import tensorflow as tf
 
-from trainer.data.fifo import fifo_blocks, line_chunks, tfrecord_chunks, wait_for_fifo
+import gzip
+
+from trainer.data.fifo import RECORDIO_MAGIC_BYTES, fifo_blocks, line_chunks, recordio_record, tfrecord_chunks, wait_for_fifo
 from trainer.errors import JobError
 from trainer.local.runner import PipeFeeder
 
@@ -64,6 +66,79 @@ def test_not_tfrecord_is_a_clear_error(tmp_path):
     (tmp_path / "text").write_bytes(b"1 1:0.5 2:0.25 3:1 4:1 5:1\n" * 10)
     with pytest.raises(JobError, match="impossible length"):
         list(tfrecord_chunks(str(tmp_path / "text")))
+
+
+# payloads -> what a RecordIO record of each must give back
+RECORDIO_PAYLOADS = {
+    "empty": b"",
+    "unaligned length": b"abcde",
+    "the magic number at a 4-byte boundary (split in parts)": b"abcd" + RECORDIO_MAGIC_BYTES + b"efgh" + RECORDIO_MAGIC_BYTES,
+    "the magic number off the boundary (not split)": b"ab" + RECORDIO_MAGIC_BYTES + b"cd",
+    "three parts": RECORDIO_MAGIC_BYTES + b"1234" + RECORDIO_MAGIC_BYTES + b"5",
+}
+
+
+@pytest.mark.parametrize("name", RECORDIO_PAYLOADS)
+def test_a_recordio_record_gives_back_its_payload(tmp_path, name):
+    from trainer.data.fifo import RecordIOPayloads
+
+    payload = RECORDIO_PAYLOADS[name]
+    framed = recordio_record(payload)
+    assert len(framed) % 4 == 0
+    (tmp_path / "stream").write_bytes(framed * 2)
+    with RecordIOPayloads(open(tmp_path / "stream", "rb", buffering=0), "stream", b"|") as stream:
+        assert stream.read() == payload + b"|" + payload + b"|"
+
+
+def test_tfrecord_and_libsvm_files_inside_recordio_records(tmp_path):
+    write_tfrecords(tmp_path / "a.tfrecord", [b"a%d" % i for i in range(300)])
+    write_tfrecords(tmp_path / "b.tfrecord", [b"b%d" % i for i in range(200)])
+    wrapped = b"".join(recordio_record((tmp_path / f"{n}.tfrecord").read_bytes()) for n in "ab")
+    (tmp_path / "tfrecords").write_bytes(wrapped)
+    records = [r for chunk in tfrecord_chunks(str(tmp_path / "tfrecords"), recordio=True) for r in chunk]
+    assert records == [b"a%d" % i for i in range(300)] + [b"b%d" % i for i in range(200)]
+    # a text file without its last newline still ends its last line
+    (tmp_path / "lines").write_bytes(recordio_record(b"1 1:1\n0 2:1") + recordio_record(b"1 3:1\n"))
+    assert [l for c in line_chunks(str(tmp_path / "lines"), recordio=True) for l in c] == [b"1 1:1", b"0 2:1", b"1 3:1"]
+
+
+def test_a_recordio_stream_read_as_plain_tfrecord_names_recordwrappertype(tmp_path):
+    write_tfrecords(tmp_path / "a.tfrecord", [b"x"] * 3)
+    (tmp_path / "wrapped").write_bytes(recordio_record((tmp_path / "a.tfrecord").read_bytes()))
+    with pytest.raises(JobError, match="RecordIO-wrapped .* RecordWrapperType is None: set RecordWrapperType=RecordIO"):
+        list(tfrecord_chunks(str(tmp_path / "wrapped")))
+
+
+def test_a_gzip_stream_names_compressiontype(tmp_path):
+    write_tfrecords(tmp_path / "a.tfrecord", [b"x"] * 3)
+    (tmp_path / "a.gz").write_bytes(gzip.compress((tmp_path / "a.tfrecord").read_bytes()))
+    with pytest.raises(JobError, match="gzip-compressed but the channel's CompressionType is None: set CompressionType=Gzip"):
+        list(tfrecord_chunks(str(tmp_path / "a.gz")))
+
+
+def test_a_plain_stream_read_as_recordio_names_recordwrappertype(tmp_path):
+    write_tfrecords(tmp_path / "a.tfrecord", [b"x"] * 3)
+    with pytest.raises(JobError, match="RecordWrapperType is RecordIO but its stream is not RecordIO"):
+        list(tfrecord_chunks(str(tmp_path / "a.tfrecord"), recordio=True))
+
+
+@pytest.mark.parametrize("gunzip, recordio", [(True, False), (False, True), (True, True)])
+def test_the_feeder_streams_as_sagemaker_does_for_gzip_and_recordio_channels(tmp_path, gunzip, recordio):
+    payloads = [b"r%d" % i for i in range(1000)]
+    write_tfrecords(tmp_path / "a.tfrecord", payloads)
+    source = tmp_path / "a.tfrecord"
+    if gunzip:
+        source = tmp_path / "a.tfrecord.gz"
+        source.write_bytes(gzip.compress((tmp_path / "a.tfrecord").read_bytes()))
+    feeder = PipeFeeder(str(tmp_path / "ch"), [str(source)], gunzip=gunzip, recordio=recordio)
+    feeder.start()
+    try:
+        wait_for_fifo(str(tmp_path / "ch_0"), 10)
+        records = [r for chunk in tfrecord_chunks(str(tmp_path / "ch_0"), wait_sec=10, recordio=recordio) for r in chunk]
+    finally:
+        feeder.stop()
+        feeder.join(5)
+    assert records == payloads  # plain records: SageMaker decompresses a Gzip channel in Pipe mode
 
 
 def test_a_fifo_that_never_appears_fails_in_bounded_time(tmp_path):

@@ -1,6 +1,7 @@
 """The contract reader: one typed view of the job folder, relocatable, with clear errors."""
 import json
 import os
+import re
 
 import pytest
 
@@ -186,3 +187,21 @@ def test_checkpoints_go_where_checkpointconfig_says(job_dir, name):
             read_job(str(job_dir))
         return
     assert read_job(str(job_dir)).checkpoint_dir == (expected or str(job_dir / "checkpoints"))
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ({}, ("None", "None")),
+    ({"CompressionType": "Gzip", "RecordWrapperType": "RecordIO"}, ("Gzip", "RecordIO")),
+    ({"CompressionType": "Zip"}, "channel 'training': CompressionType 'Zip'; accepted: None, Gzip"),
+    ({"RecordWrapperType": "TFRecord"}, "channel 'training': RecordWrapperType 'TFRecord'; accepted: None, RecordIO"),
+])
+def test_a_channels_compression_and_record_wrapper(job_dir, settings, expected):
+    write(job_dir, input={"training": {"TrainingInputMode": "Pipe", **settings}})
+    if isinstance(expected, str):
+        with pytest.raises(JobError, match=re.escape(expected)):
+            read_job(str(job_dir))
+        return
+    channel = read_job(str(job_dir)).channels["training"]
+    assert (channel.compression, channel.record_wrapper) == expected
+    # In Pipe mode SageMaker decompresses a Gzip channel; it wraps objects in RecordIO in Pipe mode only.
+    assert not channel.is_gzip and channel.is_recordio_wrapped == (expected[1] == "RecordIO")

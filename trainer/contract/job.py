@@ -27,6 +27,8 @@ SHARED_MACHINE_ENV = "TRAINER_HOSTS_SHARE_THIS_MACHINE"
 CONFIG_FILES = ("resourceconfig.json", "inputdataconfig.json", "hyperparameters.json")
 INPUT_MODES = ("File", "Pipe", "FastFile")
 S3_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
+COMPRESSION_TYPES = ("None", "Gzip")
+RECORD_WRAPPER_TYPES = ("None", "RecordIO")
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,24 @@ class Channel:
     s3_distribution: str  # FullyReplicated | ShardedByS3Key
     content_type: str
     path: str  # File/FastFile: the channel's folder; Pipe: the FIFO prefix (<path>_<epoch>)
+    compression: str = "None"  # CompressionType: None | Gzip
+    record_wrapper: str = "None"  # RecordWrapperType: None | RecordIO (each S3 object in one RecordIO record)
 
     @property
     def is_pipe(self) -> bool:
         return self.input_mode == "Pipe"
+
+    @property
+    def is_gzip(self) -> bool:
+        """Files to decompress while reading: File mode only (in Pipe mode SageMaker streams
+        a Gzip channel's records decompressed)."""
+        return self.compression == "Gzip" and not self.is_pipe
+
+    @property
+    def is_recordio_wrapped(self) -> bool:
+        """Pipe mode streams each object wrapped in a RecordIO record (File mode gets the
+        objects as they are)."""
+        return self.record_wrapper == "RecordIO" and self.is_pipe
 
     def fifo_path(self, epoch: int) -> str:
         return f"{self.path}_{epoch}"
@@ -160,6 +176,8 @@ def _channels(environment, input_data_config: dict, config_path: str) -> dict[st
             raise JobError(
                 f"{config_path}: channel '{name}': S3DistributionType {distribution!r}; accepted: {', '.join(S3_DISTRIBUTIONS)}"
             )
+        compression, wrapper = (_one_of(config, key, accepted, config_path, name) for key, accepted in (
+            ("CompressionType", COMPRESSION_TYPES), ("RecordWrapperType", RECORD_WRAPPER_TYPES)))
         # SM_CHANNEL_<NAME> (upper case, '-' kept, as the toolkit writes it) overrides a File path.
         path = os.environ.get(f"SM_CHANNEL_{name.upper()}") if mode != "Pipe" else None
         channels[name] = Channel(
@@ -168,8 +186,17 @@ def _channels(environment, input_data_config: dict, config_path: str) -> dict[st
             s3_distribution=distribution,
             content_type=str(config.get("ContentType", "") or ""),
             path=path or environment.channel_path(name),
+            compression=compression,
+            record_wrapper=wrapper,
         )
     return channels
+
+
+def _one_of(config: dict, key: str, accepted: tuple[str, ...], config_path: str, channel: str) -> str:
+    value = config.get(key) or "None"
+    if value not in accepted:
+        raise JobError(f"{config_path}: channel '{channel}': {key} {value!r}; accepted: {', '.join(accepted)}")
+    return value
 
 
 def _hosts(resource_config: dict, rc_path: str) -> tuple[tuple[str, ...], str]:

@@ -7,6 +7,7 @@ record and say where it is.
 """
 from __future__ import annotations
 
+import gzip
 import re
 
 from trainer.data.pipeline import InputSpec
@@ -27,14 +28,15 @@ def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobE
     """The first bad record of a File-mode channel, or None if every record is fine."""
     for path in spec.files:
         problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
-            path, field_size, feature_size)
+            path, field_size, feature_size, spec.compression_of(path))
         if problem:
             return JobError(f"channel '{spec.name}': {problem}")
     return None
 
 
-def _scan_libsvm(path: str, field_size: int, feature_size: int) -> str | None:
-    with open(path, encoding="utf-8", errors="replace") as f:
+def _scan_libsvm(path: str, field_size: int, feature_size: int, compression: str = "") -> str | None:
+    opener = gzip.open if compression == "GZIP" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -45,7 +47,7 @@ def _scan_libsvm(path: str, field_size: int, feature_size: int) -> str | None:
     return None
 
 
-def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
+def _scan_tfrecord(path: str, field_size: int, feature_size: int, compression: str = "") -> str | None:
     import numpy as np
     import tensorflow as tf
 
@@ -54,7 +56,7 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
     parse = batch_parser("tfrecord", field_size)
     index = 0
     try:
-        for batch in tf.data.TFRecordDataset(path).batch(4096):
+        for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(4096):
             try:
                 features, _ = parse(batch)
             except tf.errors.InvalidArgumentError as err:
@@ -69,7 +71,7 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int) -> str | None:
                         f"[0, feature_size={feature_size})")
             index += len(batch)
     except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as err:
-        readable = index + _count_readable(tf.data.TFRecordDataset(path).skip(index))
+        readable = index + _count_readable(tf.data.TFRecordDataset(path, compression_type=compression).skip(index))
         return f"file {path} is truncated or corrupt after record {readable}: {tf_reason(err)}"
     return None
 

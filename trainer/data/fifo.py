@@ -63,18 +63,110 @@ def open_fifo(path: str, wait_sec: float):
         raise
 
 
-def _open_stream(path: str, wait_sec: float | None):
-    """A FIFO (waited for, when `wait_sec` is given) or a plain file, read unbuffered."""
-    return open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec)
+def _open_stream(path: str, wait_sec: float | None, recordio: bool = False, separator: bytes = b""):
+    """A FIFO (waited for, when `wait_sec` is given) or a plain file, read unbuffered;
+    `recordio`: the payloads of its RecordIO records, each followed by `separator`."""
+    stream = open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec)
+    return RecordIOPayloads(stream, path, separator) if recordio else stream
 
 
-def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
-    """Yield lists of serialized records from a TFRecord stream (CRCs are not checked)."""
+GZIP_MAGIC_BYTES = b"\x1f\x8b"
+RECORDIO_MAGIC = 0xCED7230A
+RECORDIO_MAGIC_BYTES = struct.pack("<I", RECORDIO_MAGIC)
+RECORDIO_LENGTH_BITS = 29
+
+
+def recordio_record(payload: bytes) -> bytes:
+    """`payload` as one RecordIO record, as MXNet's writer frames it (and SageMaker each S3
+    object of a RecordIO-wrapped Pipe channel): split in parts where RecordIO's magic number
+    sits at a 4-byte boundary inside it, each part padded to 4 bytes."""
+    if len(payload) >= 1 << RECORDIO_LENGTH_BITS:
+        raise ValueError(f"a RecordIO record holds under {1 << RECORDIO_LENGTH_BITS} bytes, not {len(payload)}")
+    parts, start = [], 0
+    for position in range(0, len(payload) - 3, 4):
+        if payload[position:position + 4] == RECORDIO_MAGIC_BYTES:
+            parts.append(payload[start:position])
+            start = position + 4
+    parts.append(payload[start:])
+    framed = bytearray()
+    for number, part in enumerate(parts):
+        flag = 0 if len(parts) == 1 else 1 if number == 0 else 3 if number == len(parts) - 1 else 2
+        framed += struct.pack("<II", RECORDIO_MAGIC, (flag << RECORDIO_LENGTH_BITS) | len(part))
+        framed += part + b"\0" * (-len(part) % 4)
+    return bytes(framed)
+
+
+class RecordIOPayloads(io.RawIOBase):
+    """The bytes inside a stream of RecordIO records (MXNet's framing, which SageMaker's
+    RecordWrapperType=RecordIO puts around each S3 object in Pipe mode): for each record, its
+    payload, then `separator`. A header is a magic number and a word holding a 3-bit
+    continuation flag and a 29-bit length; the payload is padded to 4 bytes; a record split
+    in parts (at each magic number inside it) gets the magic number back between them.
+    Written here because the readers that know this framing (MXNet's, PipeModeDataset's
+    RecordIO mode) yield whole objects, not a stream the TFRecord and line readers take."""
+
+    def __init__(self, raw, path: str, separator: bytes = b""):
+        super().__init__()
+        self.raw, self.path, self.separator = raw, path, separator
+        self.pending = bytearray()
+        self.records = 0
+        self.ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:
+        while not self.pending and not self.ended:
+            self._next_part()
+        count = min(len(target), len(self.pending))
+        target[:count] = self.pending[:count]
+        del self.pending[:count]
+        return count
+
+    def _exactly(self, count: int, what: str) -> bytes | None:
+        data = bytearray()
+        while len(data) < count:
+            chunk = self.raw.read(count - len(data))
+            if not chunk:
+                if not data and what == "header":
+                    return None
+                raise JobError(f"{self.path}: stream ends inside the {what} of RecordIO record {self.records} (truncated)")
+            data += chunk
+        return bytes(data)
+
+    def _next_part(self) -> None:
+        header = self._exactly(8, "header")
+        if header is None:
+            self.ended = True
+            return
+        magic, word = struct.unpack("<II", header)
+        if magic != RECORDIO_MAGIC:
+            raise JobError(f"{self.path}: RecordIO record {self.records} does not start with RecordIO's magic "
+                           "number: the channel's RecordWrapperType is RecordIO but its stream is not RecordIO "
+                           "(set RecordWrapperType to None for this channel)")
+        flag, length = word >> RECORDIO_LENGTH_BITS, word & ((1 << RECORDIO_LENGTH_BITS) - 1)
+        payload = self._exactly(length + (-length % 4), "payload")[:length]
+        if flag in (2, 3):  # a later part of a split record: the magic number it was split at
+            self.pending += RECORDIO_MAGIC_BYTES
+        self.pending += payload
+        if flag in (0, 3):  # the record is whole
+            self.pending += self.separator
+            self.records += 1
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None,
+                    recordio: bool = False):
+    """Yield lists of serialized records from a TFRecord stream (CRCs are not checked);
+    `recordio`: from the payloads of a stream of RecordIO records."""
     buffer = bytearray()
     offset = 0
     record_index = 0
     chunk = []
-    with _open_stream(path, wait_sec) as stream:
+    with _open_stream(path, wait_sec, recordio) as stream:
         eof = False
         while not eof or offset < len(buffer):
             if len(buffer) - offset < 12 and not eof:
@@ -89,6 +181,13 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
             if len(buffer) - offset < 12:
                 raise JobError(f"{path}: stream ends inside the header of record {record_index} (truncated)")
             (length,) = struct.unpack_from("<Q", buffer, offset)
+            if record_index == 0 and buffer[offset:offset + 2] == GZIP_MAGIC_BYTES:
+                raise JobError(f"{path}: the stream is gzip-compressed but the channel's CompressionType is None: "
+                               "set CompressionType=Gzip for this channel (SageMaker then streams it decompressed)")
+            if not recordio and record_index == 0 and buffer[offset:offset + 4] == RECORDIO_MAGIC_BYTES:
+                raise JobError(f"{path}: the stream is RecordIO-wrapped (it starts with RecordIO's magic number) "
+                               "but the channel's RecordWrapperType is None: set RecordWrapperType=RecordIO "
+                               "for this channel, or send it unwrapped")
             if length > MAX_RECORD_BYTES:
                 raise JobError(f"{path}: record {record_index} has an impossible length {length}; "
                                "the stream is not TFRecord (set data_format=libsvm or the channel's "
@@ -114,10 +213,12 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
         yield chunk
 
 
-def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
-    """Yield lists of non-empty text lines from a stream."""
+def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None,
+                recordio: bool = False):
+    """Yield lists of non-empty text lines from a stream (`recordio`: from the payloads of a
+    stream of RecordIO records, each ending its last line)."""
     chunk = []
-    with _open_stream(path, wait_sec) as raw, io.BufferedReader(raw, READ_SIZE) as stream:
+    with _open_stream(path, wait_sec, recordio, separator=b"\n") as raw, io.BufferedReader(raw, READ_SIZE) as stream:
         for line in stream:
             line = line.strip()
             if line:
@@ -129,16 +230,17 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
         yield chunk
 
 
-def record_chunks(path: str, data_format: str, wait_sec: float | None = None):
-    """The records of a stream in chunks, framed as `data_format` says."""
+def record_chunks(path: str, data_format: str, wait_sec: float | None = None, recordio: bool = False):
+    """The records of a stream in chunks, framed as `data_format` says (inside RecordIO
+    records when `recordio`)."""
     chunks = tfrecord_chunks if data_format == "tfrecord" else line_chunks
-    return chunks(path, wait_sec=wait_sec)
+    return chunks(path, wait_sec=wait_sec, recordio=recordio)
 
 
-def fifo_blocks(path: str, data_format: str, wait_sec: float | None = None):
+def fifo_blocks(path: str, data_format: str, wait_sec: float | None = None, recordio: bool = False):
     """A tf.data.Dataset of the serialized records streamed through the FIFO `path`, in
     blocks (1-D string tensors) as the pipeline takes them."""
     import tensorflow as tf
 
     return tf.data.Dataset.from_generator(
-        lambda: record_chunks(path, data_format, wait_sec), output_signature=tf.TensorSpec([None], tf.string))
+        lambda: record_chunks(path, data_format, wait_sec, recordio), output_signature=tf.TensorSpec([None], tf.string))

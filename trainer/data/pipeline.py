@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from trainer.contract.job import Channel
 from trainer.data import ps_worker_input
 from trainer.data.fifo import fifo_blocks, wait_for_fifo
-from trainer.data.records import FORMATS, format_of_path
+from trainer.data.records import FORMATS, format_of_path, is_gzip_path
 from trainer.errors import JobError
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ class InputSpec:
             formats.add(resolve_format(requested_format, channel, channel_files_))
         if len(formats) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats")
+        if len({c.is_gzip for c in channels}) > 1:
+            raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
         return InputSpec(channels, formats.pop(), tuple(files), *shard)
 
     @property
@@ -102,6 +104,16 @@ class InputSpec:
     def is_pipe(self) -> bool:
         return self.channels[0].is_pipe
 
+    @property
+    def is_gzip(self) -> bool:
+        """Its channels' CompressionType is Gzip (File mode)."""
+        return any(c.is_gzip for c in self.channels)
+
+    def compression_of(self, path: str) -> str:
+        """TensorFlow's compression_type for one of its files: GZIP by the channel's
+        CompressionType or the file's .gz suffix, else none."""
+        return "GZIP" if self.is_gzip or is_gzip_path(path) else ""
+
     def total_bytes(self) -> int:
         return sum(os.path.getsize(f) for f in self.files)
 
@@ -111,11 +123,16 @@ def _file_blocks(spec: InputSpec):
 
     # Files are read in parallel (P19: it pays on network storage), in blocks of records:
     # the parallel interleave hands its elements between threads one at a time.
+    # compression_of, in the graph: a parameter-server worker lists its files there.
+    # TensorFlow's readers take the compression as a tensor, so each file gets its own.
+    channel_gzip = "GZIP" if spec.is_gzip else ""
+
     def read(path):
+        compression = tf.where(tf.strings.regex_full_match(path, r"(?i).*\.gz"), "GZIP", channel_gzip)
         if spec.data_format == "tfrecord":
-            records_ = tf.data.TFRecordDataset(path, buffer_size=1 << 20)
+            records_ = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
         else:
-            lines = tf.data.TextLineDataset(path)
+            lines = tf.data.TextLineDataset(path, compression_type=compression)
             records_ = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
         return records_.batch(READ_BLOCK_RECORDS)
 
@@ -131,8 +148,12 @@ def _file_blocks(spec: InputSpec):
                             deterministic=True)
 
 
-def pipe_reader(requested: str = "auto") -> str:
-    """pipemodedataset (AWS's, where sagemaker-tensorflow is installed) or project."""
+def pipe_reader(requested: str = "auto", channels=()) -> str:
+    """pipemodedataset (AWS's, where sagemaker-tensorflow is installed) or project; project
+    for RecordIO-wrapped channels, whose objects AWS's reader yields whole where the
+    project's reads the records inside them."""
+    if any(channel.is_recordio_wrapped for channel in channels):
+        return "project"
     if requested != "auto":
         return requested
     try:
@@ -172,7 +193,7 @@ def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader:
             if reader == "pipemodedataset":
                 stream = _pipe_mode_dataset(channel, spec.data_format).batch(READ_BLOCK_RECORDS)
             else:
-                stream = fifo_blocks(path, spec.data_format, pipe_wait_sec)
+                stream = fifo_blocks(path, spec.data_format, pipe_wait_sec, recordio=channel.is_recordio_wrapped)
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 

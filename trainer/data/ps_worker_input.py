@@ -58,7 +58,8 @@ class WorkerFifos:
         channel = self.job.channels.get(name)
         if channel is None or not channel.is_pipe:
             raise JobError(f"{self.job.current_host}: channel '{name}' is not a Pipe-mode channel on this host")
-        return record_chunks(channel.fifo_path(pass_index), data_format, self.job.hyperparameters.pipe_wait_sec)
+        return record_chunks(channel.fifo_path(pass_index), data_format, self.job.hyperparameters.pipe_wait_sec,
+                             recordio=channel.is_recordio_wrapped)
 
 
 def provide(job, index: int) -> None:

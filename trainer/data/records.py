@@ -28,8 +28,16 @@ CRITEO_CLIPS = (20, 600, 100, 50, 64000, 500, 100, 50, 500, 10, 10, 10, 50)
 CRITEO_FIRST_CATEGORICAL_ID = CRITEO_CONTINUOUS + 1
 
 
+GZIP_SUFFIX = ".gz"
+
+
 def format_of_path(path: str) -> str:
-    return "libsvm" if path.lower().endswith(LIBSVM_SUFFIXES) else "tfrecord"
+    name = path.lower().removesuffix(GZIP_SUFFIX)  # train.libsvm.gz is libsvm
+    return "libsvm" if name.endswith(LIBSVM_SUFFIXES) else "tfrecord"
+
+
+def is_gzip_path(path: str) -> bool:
+    return path.lower().endswith(GZIP_SUFFIX)
 
 
 def _number(text: str, what: str) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gzip
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
+from trainer.data.fifo import recordio_record
 from trainer.data.pipeline import list_data_files
 from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
 from trainer.report import read_metrics
@@ -37,6 +39,20 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def channel_setting(text: str) -> tuple[str, str, str]:
+    name, sep, setting = text.partition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME:KEY=VALUE, got {text!r}")
+    try:
+        return (name, *key_value(setting))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected NAME:KEY=VALUE, got {text!r}") from None
+
+
+# The settings of a channel that `--channel-config` may give (as SageMaker's TrainingInput does).
+CHANNEL_SETTINGS = {"CompressionType": ("None", "Gzip"), "RecordWrapperType": ("None", "RecordIO")}
+
+
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that describe a job (shared by `trainer local` and `trainer plan`)."""
     parser.add_argument("--channel", action="append", type=key_value, default=[], metavar="NAME=PATH",
@@ -50,6 +66,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
                         help="give this channel S3DistributionType ShardedByS3Key: each host gets "
                              "every n-th of its files (repeatable)")
+    parser.add_argument("--channel-config", action="append", type=channel_setting, default=[],
+                        metavar="NAME:KEY=VALUE",
+                        help="a channel's CompressionType (None, Gzip) or RecordWrapperType (None, RecordIO), as "
+                             "in SageMaker's TrainingInput; in Pipe mode the feeder then streams Gzip files "
+                             "decompressed and wraps each file in a RecordIO record, as SageMaker does (repeatable)")
     parser.add_argument("--checkpoint-local-path", metavar="PATH",
                         help="the job's CheckpointConfig LocalPath (the SDK's checkpoint_local_path): where "
                              "checkpoints are written and resumed from (with several hosts, PATH/<host>)")
@@ -71,6 +92,7 @@ class LocalJob:
     hosts: int = 1
     sharded: frozenset = frozenset()  # channels with S3DistributionType ShardedByS3Key
     checkpoint_local_path: str | None = None  # checkpointconfig.json's LocalPath
+    channel_config: tuple = ()  # (name, key, value): CompressionType, RecordWrapperType
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -82,9 +104,20 @@ class LocalJob:
         unknown = set(args.sharded_channel) - set(channels)
         if unknown:
             raise SystemExit(f"trainer: --sharded-channel {', '.join(sorted(unknown))} is not a --channel")
+        for name, key, value in args.channel_config:
+            if name not in channels:
+                raise SystemExit(f"trainer: --channel-config {name}: not a --channel")
+            if key not in CHANNEL_SETTINGS or value not in CHANNEL_SETTINGS[key]:
+                raise SystemExit(f"trainer: --channel-config {name}:{key}={value}: accepted: "
+                                 + "; ".join(f"{k}: {', '.join(v)}" for k, v in CHANNEL_SETTINGS.items()))
         checkpoints = os.path.abspath(args.checkpoint_local_path) if args.checkpoint_local_path else None
         return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, args.hosts,
-                        frozenset(args.sharded_channel), checkpoints)
+                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config))
+
+    def settings(self, channel: str) -> dict[str, str]:
+        """The channel's CompressionType and RecordWrapperType."""
+        given = {key: value for name, key, value in self.channel_config if name == channel}
+        return {key: given.get(key, "None") for key in CHANNEL_SETTINGS}
 
     @property
     def host_names(self) -> list[str]:
@@ -127,7 +160,7 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
         name: {"TrainingInputMode": input_mode,
                "S3DistributionType": "ShardedByS3Key" if name in job.sharded else "FullyReplicated",
-               "RecordWrapperType": "None", "ContentType": content_type(paths)}
+               "ContentType": content_type(paths), **job.settings(name)}
         for name, paths in job.channels.items()})
     if job.checkpoint_local_path:
         local_path = job.checkpoint_local_path if job.hosts == 1 else os.path.join(job.checkpoint_local_path, hosts[host_index])
@@ -157,10 +190,12 @@ class PipeFeeder(threading.Thread):
     """Streams a channel's files through input/data/<channel>_<epoch>, epoch after epoch,
     as SageMaker's agent does, until stopped."""
 
-    def __init__(self, fifo_prefix: str, files: list[str]):
+    def __init__(self, fifo_prefix: str, files: list[str], gunzip: bool = False, recordio: bool = False):
         super().__init__(daemon=True, name=f"pipe-feeder-{os.path.basename(fifo_prefix)}")
         self.fifo_prefix = fifo_prefix
         self.files = files
+        self.gunzip = gunzip  # CompressionType Gzip: SageMaker streams the files decompressed
+        self.recordio = recordio  # RecordWrapperType RecordIO: each file in one RecordIO record
         self.stopping = threading.Event()
         self.epochs_fed = 0
 
@@ -199,7 +234,10 @@ class PipeFeeder(threading.Thread):
         with os.fdopen(fd, "wb", buffering=0) as fifo:
             try:
                 for name in self.files:
-                    with open(name, "rb") as source:
+                    with (gzip.open if self.gunzip else open)(name, "rb") as source:
+                        if self.recordio:  # a record's length comes first: the whole file at once
+                            fifo.write(recordio_record(source.read()))
+                            continue
                         while chunk := source.read(WRITE_SIZE):
                             fifo.write(chunk)
             except BrokenPipeError:  # the reader stopped early: the epoch is over for it
@@ -275,7 +313,10 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
     if job.input_mode == "Pipe":
         for index, (host, folder) in enumerate(folders.items()):
             for name in job.channels:
-                feeders.append(PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, index)))
+                settings = job.settings(name)
+                feeders.append(PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, index),
+                                          gunzip=settings["CompressionType"] == "Gzip",
+                                          recordio=settings["RecordWrapperType"] == "RecordIO"))
     for feeder in feeders:
         feeder.start()
     try:

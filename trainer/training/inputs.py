@@ -57,7 +57,7 @@ class Inputs:
         return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
                           hp.seed + (0 if on_ps_worker else process.rank or 0),
                           not on_ps_worker and should_cache(hp.cache_input, spec, plan.processes_per_host),
-                          hp.pipe_wait_sec, "project" if on_ps_worker else pipe_reader(hp.pipe_reader))
+                          hp.pipe_wait_sec, "project" if on_ps_worker else pipe_reader(hp.pipe_reader, spec.channels))
 
     @staticmethod
     def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
@@ -70,7 +70,7 @@ class Inputs:
         eval_spec = InputSpec.for_channels([job.channels[eval_channel]], hp.data_format, process.eval_shard)
         evaluation = EpochInput(eval_spec, hooks.parse_fn(eval_spec.data_format), batch_size,
                                 cache=should_cache(hp.cache_input, eval_spec, plan.processes_per_host),
-                                pipe_wait_sec=hp.pipe_wait_sec, reader=pipe_reader(hp.pipe_reader))
+                                pipe_wait_sec=hp.pipe_wait_sec, reader=pipe_reader(hp.pipe_reader, eval_spec.channels))
         return Inputs(train_spec, train, eval_channel, eval_spec, evaluation)
 
     def describe(self, train: EpochInput | None = None) -> str:
