@@ -127,6 +127,20 @@ def test_a_parameter_server_estimator_script(aws_split, tmp_path):
     assert int(final.rsplit("-", 1)[1]) >= 40 and (model_dir / f"{final}.data-00001-of-00002").exists()
 
 
+def test_a_slow_parameter_server_worker_ends_its_script_by_itself(aws_split, tmp_path):
+    """The worker host starts its Estimator after the master has trained to max_steps: as in
+    AWS's container its script still runs to its end (it sees the last step on the parameter
+    servers, which keep serving meanwhile), within ps_worker_grace_sec, and is not stopped."""
+    run = run_local(tmp_path / "job", aws_split, {
+        "sagemaker_program": "deepfm_ps_estimator.py", "sagemaker_submit_directory": os.path.join(SCRIPTS, "aws_style"),
+        "sagemaker_parameter_server_enabled": "true", "model_dir": str(tmp_path / "model_dir"), "max_steps": 20,
+        "worker_start_delay": 15, "ps_worker_grace_sec": 120}, hosts=2)
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "algo-2: starting 15 s late" in run.log and "algo-2: the script's last line" in run.log, run.log[-4000:]
+    assert "script deepfm_ps_estimator.py (rank 1 on algo-2) ended by itself" in run.log, run.log[-4000:]
+    assert "still running" not in run.log
+
+
 def test_hosts_that_end_apart_end_together(tmp_path):
     """No distribution, two hosts: the second host's script ends at once, the first saves
     the model 4 s later; the second host's `train` waits for it, then both end with success."""

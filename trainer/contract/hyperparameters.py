@@ -192,7 +192,7 @@ CONTAINER_ONLY = frozenset({
     "entry_point_kind", "distribution", "processes_per_host", "mpi_options", "stop_grace_sec", "peer_wait_sec",
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
-    "allow_pin_changes",
+    "allow_pin_changes", "ps_worker_grace_sec",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -302,6 +302,10 @@ SPECS: tuple[Spec, ...] = (
          "training may take to reach a step boundary and save, and a user's script to end, before it is "
          "killed; keep it under the two minutes SageMaker leaves after a spot notice.",
          group="distribution", minimum=1.0),
+    Spec("ps_worker_grace_sec", "float", 30.0, "Parameter servers with a user's script: once the master's "
+         "script has ended, how long each worker host's script may take to end by itself (an Estimator's worker "
+         "returns once it sees the last step; every host's parameter server keeps serving meanwhile) before it is "
+         "stopped, as a TF 2 worker that serves until stopped is.", group="distribution", minimum=0.0),
     Spec("peer_wait_sec", "float", 300.0, "Multi-host jobs: how long each host waits for the "
          "others to resolve and answer (their train, parameter-server tasks, sshd) before the job fails "
          "naming the ones missing; logged every 10 s while it lasts. Also how long a host whose part "

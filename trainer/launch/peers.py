@@ -429,7 +429,8 @@ def serving() -> StatusServer | None:
 
 
 def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, poll_sec: float = 1.0,
-                         log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic) -> list[str]:
+                         log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic,
+                         setting: str = "peer_wait_sec") -> list[str]:
     """After this host's part has succeeded: return once every other host's part has ended
     too (its state is final, or its `train` has gone), or after `timeout_sec`, naming then
     the hosts still running. Meanwhile this host's status port keeps saying "done".
@@ -442,8 +443,8 @@ def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, po
     silent = {host: 0 for host in running}
     started = last_log = clock()
     if running:
-        log.info("this host's part has ended; waiting for %s to end theirs (at most %.0f s, peer_wait_sec)",
-                 ", ".join(running), timeout_sec)
+        log.info("this host's part has ended; waiting for %s to end theirs (at most %.0f s, %s)",
+                 ", ".join(running), timeout_sec, setting)
     while running:
         states = _at_once(lambda peer: poll_status(peer.host, peer.port, me), list(running.values()),
                           CHECK_TIMEOUT_SEC, (None, False))
@@ -457,8 +458,8 @@ def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, po
             log.info("every host's part has ended (waited %.0f s)", elapsed)
             break
         if elapsed >= timeout_sec:
-            log.warning("%s did not end its part within %.0f s (peer_wait_sec): this host ends anyway, its own "
-                        "part having succeeded; see %s's log", ", ".join(running), timeout_sec,
+            log.warning("%s did not end its part within %.0f s (%s): this host ends anyway, its own "
+                        "part having succeeded; see %s's log", ", ".join(running), timeout_sec, setting,
                         " and ".join(running))
             break
         if clock() - last_log >= log_every_sec:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from trainer import script_process
 from trainer.errors import JobError, PeerLost, Stopped
@@ -155,6 +156,8 @@ def run(job, plan, toolkit_env) -> None:
                 if watch.ended_by is not None and code != 0:
                     raise watch.ended_by  # another host failed first: this script was ended for it
             _end_with(job, process, script, code)
+            if ps_task is not None:
+                _serve_the_workers_to_their_end(job, plan)
     finally:
         script.end()
         if ps_task is not None:
@@ -212,10 +215,29 @@ def _end_with(job, process, script, code: int) -> None:
     raise AlreadyReported(exit_code_of(code))
 
 
+# Beyond the workers' grace: the time a worker host takes to stop its script and say so.
+WORKERS_END_MARGIN_SEC = 20.0
+
+
+def _serve_the_workers_to_their_end(job, plan) -> None:
+    """The master's script has ended well: say so (the workers' grace starts), and keep this
+    host's PS task serving until every worker host has ended its part (their scripts may
+    still need it for their last steps), within their grace."""
+    status = peers.serving()
+    if status is None:
+        return
+    status.finish(peers.DONE)
+    others = [peers.PeerWait(host, peers.STATUS_PORT, "train") for host in plan.hosts if host != job.current_host]
+    bound = job.hyperparameters.ps_worker_grace_sec + WORKERS_END_MARGIN_SEC
+    peers.wait_for_the_job_end(job.current_host, others, bound, setting="ps_worker_grace_sec")
+
+
 def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
-    """A worker host of a parameter-server job: its script (a TF 2 worker serves until
-    stopped) and PS task run until the first host's state is final; a script or PS task
-    that fails first fails the host."""
+    """A worker host of a parameter-server job: its script and PS task run until the first
+    host's state is final; a script or PS task that fails first fails the host. Then, as in
+    AWS's container, the script may end by itself (an Estimator's worker returns once it
+    sees the last step) within ps_worker_grace_sec; one still running then (a TF 2 worker
+    serves until stopped) is stopped, which is this host's normal end."""
     def alive():
         code = script.process.poll()
         if code not in (None, 0):
@@ -225,7 +247,20 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
 
     supervise.follow_leader(job, plan, f"the master on {plan.leader}", alive=alive,
                             on_stop=script.terminate)
-    log.info("the master on %s has ended: stopping this host's script and PS task", plan.leader)
+    grace = job.hyperparameters.ps_worker_grace_sec
+    program = job.entry_point.program
+    if script.process.poll() is None:
+        log.info("the master on %s has ended: script %s (%s) may end by itself within %.0f s (ps_worker_grace_sec)",
+                 plan.leader, program, process.name, grace)
+    ended_at = time.monotonic()
+    code = script.wait(timeout=grace)
+    if code is None:
+        log.info("script %s (%s) still running %.0f s after the master's script ended: stopping it and this host's "
+                 "PS task (ps_worker_grace_sec; a TF 2 worker serves until stopped)", program, process.name, grace)
+        return
+    log.info("script %s (%s) ended by itself %.1f s after the master's script", program, process.name,
+             time.monotonic() - ended_at)
+    _end_with(job, process, script, code)
 
 
 def warn_if_no_model(model_dir: str, entry_point=None) -> None:

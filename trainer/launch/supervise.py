@@ -182,13 +182,18 @@ class Supervised:
     def output_tail(self) -> str:
         return "".join(self._tail)
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The child's exit code once it has ended; None if it still runs after `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with handling_sigterm(self._pass_stop_on):
             while True:
                 try:
-                    code = self.process.wait(timeout=1.0)
+                    code = self.process.wait(timeout=1.0 if deadline is None else
+                                             max(0.0, min(1.0, deadline - time.monotonic())))
                     break
                 except subprocess.TimeoutExpired:
+                    if deadline is not None and time.monotonic() >= deadline and not self.stop_requested:
+                        return None
                     if self._grace_is_over():
                         log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
                         if self.stop_grandchildren:

@@ -7,6 +7,7 @@ import argparse
 import glob
 import json
 import os
+import time
 
 import tensorflow as tf
 
@@ -22,6 +23,8 @@ parser.add_argument("--embedding_size", type=int, default=8)
 parser.add_argument("--learning_rate", type=float, default=0.01)
 parser.add_argument("--hosts", type=json.loads, default=os.environ["SM_HOSTS"])
 parser.add_argument("--current_host", default=os.environ["SM_CURRENT_HOST"])
+# Seconds a worker host waits before it starts (a slow start: the master may be done by then).
+parser.add_argument("--worker_start_delay", type=float, default=0.0)
 FLAGS, _ = parser.parse_known_args()
 
 
@@ -80,6 +83,9 @@ def session_config():
 
 
 def main():
+    if FLAGS.current_host != FLAGS.hosts[0] and FLAGS.worker_start_delay:
+        time.sleep(FLAGS.worker_start_delay)
+        print(f"{FLAGS.current_host}: starting {FLAGS.worker_start_delay:g} s late", flush=True)
     params = {"feature_size": FLAGS.feature_size, "field_size": FLAGS.field_size,
               "embedding_size": FLAGS.embedding_size, "learning_rate": FLAGS.learning_rate}
     config = tf.estimator.RunConfig(session_config=session_config(), save_checkpoints_steps=20,
@@ -92,6 +98,7 @@ def main():
     if FLAGS.current_host == FLAGS.hosts[0]:
         serving = tf.estimator.export.build_parsing_serving_input_receiver_fn(feature_spec())
         print("exported", estimator.export_saved_model(os.environ["SM_MODEL_DIR"], serving), flush=True)
+    print(f"{FLAGS.current_host}: the script's last line", flush=True)
 
 
 if __name__ == "__main__":
