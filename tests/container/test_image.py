@@ -1,8 +1,7 @@
 """The CPU image runs real jobs: `train` in a container with the job folder mounted at
 /opt/ml (as SageMaker does), File mode, and Pipe mode with 2 Horovod processes reading 2
 channels through AWS's PipeModeDataset and through the project's own reader; the
-toolkit's own `train` stays reachable. The GPU
-image, when it has been built here, trains with 2 Horovod processes on CPUs."""
+toolkit's own `train` stays reachable."""
 import json
 import os
 import subprocess
@@ -16,9 +15,6 @@ from trainer.local.runner import LocalJob, PipeFeeder
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 RUN_TIMEOUT_SEC = 240  # a hang guard (these jobs take well under a minute)
-
-
-GPU_IMAGE = IMAGE.replace(":cpu", ":gpu")
 
 
 def run_in_container(engine, job_dir, data_dirs, timeout=RUN_TIMEOUT_SEC, image=IMAGE, env=None):
@@ -97,27 +93,6 @@ def test_pipe_mode_two_horovod_processes(image, aws_split, tmp_path, reader, rec
     assert f"Pipe read by {reader}" in log  # auto picks PipeModeDataset in the image
     metrics = metrics_of(folder)
     assert metrics["world_size"] == 2 and metrics["steps"] == 2 * 16 and metrics["eval_auc"] > 0.65
-
-
-@pytest.fixture
-def gpu_image(image):
-    """The GPU image, when `./build.sh image gpu` has built it here (it is not built by the
-    tests: its CUDA wheels and compiler make it a long build)."""
-    found = subprocess.run([image, "image", "inspect", GPU_IMAGE], capture_output=True)
-    if found.returncode != 0:
-        pytest.skip(f"{GPU_IMAGE} is not built here (./build.sh image gpu)")
-    return image
-
-
-def test_gpu_image_trains_with_horovod_on_cpus(gpu_image, aws_split, tmp_path):
-    job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
-                   {"distribution": "horovod", "processes_per_host": "2", "num_epochs": "2"})
-    folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
-    done = run_in_container(gpu_image, folder, [os.path.dirname(aws_split["training"])], image=GPU_IMAGE)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    metrics = metrics_of(folder)
-    assert metrics["distribution"] == "horovod" and metrics["world_size"] == 2 and metrics["eval_auc"] > 0.65
-    assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))
 
 
 def test_what_other_drivers_need_is_in_the_image(image):
