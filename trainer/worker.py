@@ -49,8 +49,23 @@ def serve_task(job, plan, role: str) -> None:
     from trainer.modes.parameter_server import serve
 
     cpu.apply_tensorflow_threads(settings)
+    if job.runs_script:
+        reach_s3_as_the_script_does()
     log.info("serving %s task %d of the parameter-server cluster", role, process.tf_config["task"]["index"])
     serve(job, process)
+
+
+def reach_s3_as_the_script_does() -> None:
+    """A TF 1 Saver's checkpoint shards are written by the parameter-server tasks themselves,
+    into the script's model_dir, which the SDK puts on S3: give this task TensorFlow's S3
+    filesystem (tensorflow-io's) and the script's S3 settings."""
+    from trainer.contract.s3 import s3_environment
+
+    os.environ.update(s3_environment(os.environ))
+    try:
+        import tensorflow_io  # noqa: F401  (registers s3://)
+    except ImportError:
+        log.warning("tensorflow-io is not installed: this parameter-server task cannot write checkpoints to s3://")
 
 
 def main(argv: list[str] | None = None) -> int:

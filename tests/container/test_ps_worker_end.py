@@ -8,17 +8,21 @@ import re
 import pytest
 
 from sdk_jobs import TWO_HOST_TIMEOUT_SEC, every_host_succeeded, sdk_inputs, sdk_job, sdk_path, user_scripts  # noqa: F401
+from test_aws_behaviours import s3_on_the_sdk_network  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 RUNS = 5
 
 
 @pytest.mark.parametrize("run", range(RUNS))
-def test_a_late_parameter_server_workers_script_runs_to_its_end(sdk_path, sdk_inputs, tmp_path, run):
+def test_a_late_parameter_server_workers_script_runs_to_its_end(sdk_path, sdk_inputs, tmp_path, run,
+                                                               s3_on_the_sdk_network):
     script = user_scripts(tmp_path, "deepfm_ps_estimator.py", {"parameter_server": {"enabled": True}},
                           folder="aws_style")
-    script["model_dir"] = "/tmp/estimator"  # each host's own: the master's checkpoints, the worker's none
-    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
+    # On S3, as the SDK's default: each host's parameter server writes its shard of a checkpoint there.
+    s3 = s3_on_the_sdk_network
+    script["model_dir"] = f"s3://{s3.bucket()}/estimator"
+    result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs, "s3_endpoint": s3.endpoint,
                                                     "hyperparameters": {"max_steps": 20, "worker_start_delay": 15},
                                                     "script": script},
                                 timeout=TWO_HOST_TIMEOUT_SEC)

@@ -10,6 +10,7 @@ import os
 import time
 
 import tensorflow as tf
+import tensorflow_io  # noqa: F401  (s3:// for the Estimator's model_dir, which the SDK puts on S3)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--model_dir", type=str, required=True)
