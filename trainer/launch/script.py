@@ -249,7 +249,8 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
                             on_stop=script.terminate)
     grace = job.hyperparameters.ps_worker_grace_sec
     program = job.entry_point.program
-    if script.process.poll() is None:
+    running = script.process.poll() is None
+    if running:
         log.info("the master on %s has ended: script %s (%s) may end by itself within %.0f s (ps_worker_grace_sec)",
                  plan.leader, program, process.name, grace)
     ended_at = time.monotonic()
@@ -258,8 +259,9 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
         log.info("script %s (%s) still running %.0f s after the master's script ended: stopping it and this host's "
                  "PS task (ps_worker_grace_sec; a TF 2 worker serves until stopped)", program, process.name, grace)
         return
-    log.info("script %s (%s) ended by itself %.1f s after the master's script", program, process.name,
-             time.monotonic() - ended_at)
+    if running:
+        log.info("script %s (%s) ended by itself %.1f s after the master's script", program, process.name,
+                 time.monotonic() - ended_at)
     _end_with(job, process, script, code)
 
 
