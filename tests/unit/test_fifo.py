@@ -116,6 +116,12 @@ def test_a_gzip_stream_names_compressiontype(tmp_path):
         list(tfrecord_chunks(str(tmp_path / "a.gz")))
 
 
+def test_a_record_whose_length_starts_with_gzips_bytes_is_read(tmp_path):
+    payload = b"z" * 0x8B1F  # its length's first bytes are gzip's magic number
+    write_tfrecords(tmp_path / "a.tfrecord", [payload, b"next"])
+    assert [r for c in tfrecord_chunks(str(tmp_path / "a.tfrecord")) for r in c] == [payload, b"next"]
+
+
 def test_a_plain_stream_read_as_recordio_names_recordwrappertype(tmp_path):
     write_tfrecords(tmp_path / "a.tfrecord", [b"x"] * 3)
     with pytest.raises(JobError, match="RecordWrapperType is RecordIO but its stream is not RecordIO"):

@@ -181,17 +181,8 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
             if len(buffer) - offset < 12:
                 raise JobError(f"{path}: stream ends inside the header of record {record_index} (truncated)")
             (length,) = struct.unpack_from("<Q", buffer, offset)
-            if record_index == 0 and buffer[offset:offset + 2] == GZIP_MAGIC_BYTES:
-                raise JobError(f"{path}: the stream is gzip-compressed but the channel's CompressionType is None: "
-                               "set CompressionType=Gzip for this channel (SageMaker then streams it decompressed)")
-            if not recordio and record_index == 0 and buffer[offset:offset + 4] == RECORDIO_MAGIC_BYTES:
-                raise JobError(f"{path}: the stream is RecordIO-wrapped (it starts with RecordIO's magic number) "
-                               "but the channel's RecordWrapperType is None: set RecordWrapperType=RecordIO "
-                               "for this channel, or send it unwrapped")
             if length > MAX_RECORD_BYTES:
-                raise JobError(f"{path}: record {record_index} has an impossible length {length}; "
-                               "the stream is not TFRecord (set data_format=libsvm or the channel's "
-                               "ContentType for text) or is corrupt")
+                raise JobError(_not_tfrecord(path, record_index, length, bytes(buffer[offset:offset + 4]), recordio))
             end = offset + 12 + length + 4
             while len(buffer) < end and not eof:
                 data = stream.read(max(READ_SIZE, end - len(buffer)))
@@ -211,6 +202,19 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
                 offset = 0
     if chunk:
         yield chunk
+
+
+def _not_tfrecord(path: str, record_index: int, length: int, first_bytes: bytes, recordio: bool) -> str:
+    """Why a stream's record length is impossible: the channel setting its first bytes say
+    is wrong (gzip's or RecordIO's magic number), else not TFRecord at all."""
+    if record_index == 0 and first_bytes[:2] == GZIP_MAGIC_BYTES:
+        return (f"{path}: the stream is gzip-compressed but the channel's CompressionType is None: set "
+                "CompressionType=Gzip for this channel (SageMaker then streams it decompressed)")
+    if record_index == 0 and first_bytes == RECORDIO_MAGIC_BYTES and not recordio:
+        return (f"{path}: the stream is RecordIO-wrapped (it starts with RecordIO's magic number) but the channel's "
+                "RecordWrapperType is None: set RecordWrapperType=RecordIO for this channel, or send it unwrapped")
+    return (f"{path}: record {record_index} has an impossible length {length}; the stream is not TFRecord (set "
+            "data_format=libsvm or the channel's ContentType for text) or is corrupt")
 
 
 def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None,
