@@ -92,7 +92,9 @@ def test_a_rank_that_fails_ends_the_job_and_is_named(aws_split, tmp_path):
     ("ps_train.py", {"sagemaker_parameter_server_enabled": "true"}, ("master0", "worker0")),
 ], ids=["multi_worker_mirrored", "parameter_server"])
 def test_two_host_scripts_get_aws_s_tf_config(aws_split, tmp_path, program, sdk, names):
-    run = run_local(tmp_path, aws_split, script(program, **sdk), hosts=2, timeout=400)
+    # A TF 2 worker serves until stopped: it is, once its grace after the master's end is over.
+    grace = {"ps_worker_grace_sec": 5} if program == "ps_train.py" else {}
+    run = run_local(tmp_path, aws_split, script(program, **sdk, **grace), hosts=2, timeout=400)
     assert run.exit_code == 0, run.log[-4000:]
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
     configs = [seen(os.path.join(tmp_path, host), name)["tf_config"] for host, name in zip(("algo-1", "algo-2"), names)]
@@ -101,7 +103,8 @@ def test_two_host_scripts_get_aws_s_tf_config(aws_split, tmp_path, program, sdk,
         assert configs[0]["cluster"] == {"master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"],
                                          "worker": ["algo-2:2222"]}
         assert [c["task"] for c in configs] == [{"index": 0, "type": "master"}, {"index": 0, "type": "worker"}]
-        assert "the master on algo-1 has ended: stopping this host's script and PS task" in run.log
+        assert ("script ps_train.py (rank 1 on algo-2) still running 5 s after the master's script ended: "
+                "stopping it and this host's PS task") in run.log
     else:
         assert configs[0]["cluster"] == {"worker": ["algo-1:8890", "algo-2:8890"]}
         assert [c["task"]["index"] for c in configs] == [0, 1]
