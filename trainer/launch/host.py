@@ -61,10 +61,9 @@ def end_with_the_job(job) -> None:
     job's hosts end together (trainer.launch.peers.wait_for_the_job_end). Then, for at most
     30 s, until every other host has read that this one is done: a host that exited the
     moment it could would look, to one still waiting, like a host that vanished."""
-    others = [peers.PeerWait(host, peers.STATUS_PORT, "train") for host in job.hosts if host != job.current_host]
-    peers.wait_for_the_job_end(job.current_host, others, job.hyperparameters.peer_wait_sec)
     status = peers.serving()
-    if status is not None:
+    if status is not None:  # several hosts
+        peers.wait_for_the_others_to_end(status, job.hyperparameters.peer_wait_sec)
         status.wait_until_read(status.other_hosts)
 
 

@@ -428,6 +428,12 @@ def serving() -> StatusServer | None:
     return _serving[-1] if _serving else None
 
 
+def wait_for_the_others_to_end(status: StatusServer, timeout_sec: float, setting: str = "peer_wait_sec") -> list[str]:
+    """wait_for_the_job_end for every other host of the job `status` serves (their `train`)."""
+    others = [PeerWait(host, STATUS_PORT, "train") for host in status.other_hosts]
+    return wait_for_the_job_end(status.host_name, others, timeout_sec, setting=setting)
+
+
 def wait_for_the_job_end(me: str, others: list[PeerWait], timeout_sec: float, poll_sec: float = 1.0,
                          log_every_sec: float = LOG_EVERY_SEC, clock=time.monotonic,
                          setting: str = "peer_wait_sec") -> list[str]:

@@ -157,7 +157,7 @@ def run(job, plan, toolkit_env) -> None:
                     raise watch.ended_by  # another host failed first: this script was ended for it
             _end_with(job, process, script, code)
             if ps_task is not None:
-                _serve_the_workers_to_their_end(job, plan)
+                _serve_the_workers_to_their_end(job)
     finally:
         script.end()
         if ps_task is not None:
@@ -219,7 +219,7 @@ def _end_with(job, process, script, code: int) -> None:
 WORKERS_END_MARGIN_SEC = 20.0
 
 
-def _serve_the_workers_to_their_end(job, plan) -> None:
+def _serve_the_workers_to_their_end(job) -> None:
     """The master's script has ended well: say so (the workers' grace starts), and keep this
     host's PS task serving until every worker host has ended its part (their scripts may
     still need it for their last steps), within their grace."""
@@ -227,9 +227,8 @@ def _serve_the_workers_to_their_end(job, plan) -> None:
     if status is None:
         return
     status.finish(peers.DONE)
-    others = [peers.PeerWait(host, peers.STATUS_PORT, "train") for host in plan.hosts if host != job.current_host]
     bound = job.hyperparameters.ps_worker_grace_sec + WORKERS_END_MARGIN_SEC
-    peers.wait_for_the_job_end(job.current_host, others, bound, setting="ps_worker_grace_sec")
+    peers.wait_for_the_others_to_end(status, bound, setting="ps_worker_grace_sec")
 
 
 def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
