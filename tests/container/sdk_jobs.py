@@ -57,7 +57,9 @@ def sdk_job(sdk_path, tmp_path, job, timeout, driver: str = "run_job.py"):
     except subprocess.TimeoutExpired:
         os.killpg(sdk.pid, signal.SIGKILL)  # the SDK, podman-compose and its podman clients
         stdout, stderr = sdk.communicate()
-        pytest.fail(f"the job did not end within {timeout} s; its log ends:\n{(stdout + stderr)[-5000:]}")
+        (tmp_path / "sdk-job.log").write_text(stdout + stderr)
+        pytest.fail(f"the job did not end within {timeout} s; its whole log: {tmp_path / 'sdk-job.log'}; it ends:\n"
+                    f"{(stdout + stderr)[-5000:]}")
     finally:  # also when the test itself is interrupted
         if sdk.poll() is None:
             os.killpg(sdk.pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from trainer.modes.addresses import with_addresses
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import aws_mwms_tf_config, mwms_cluster
@@ -30,7 +31,7 @@ class MultiWorkerMirroredRuntime(Runtime):
     export_is_collective = True  # saving reads the mirrored variables through a collective
 
     def start(self) -> None:
-        os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)
+        os.environ["TF_CONFIG"] = json.dumps(with_addresses(self.process.tf_config))
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
     def scope(self):

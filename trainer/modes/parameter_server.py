@@ -18,6 +18,7 @@ import math
 import os
 
 from trainer.errors import JobError
+from trainer.modes.addresses import with_addresses
 from trainer.modes.base import Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
@@ -36,7 +37,7 @@ class ParameterServerRuntime(Runtime):
     worker_input = None  # EpochInput: what every worker reads, run on each worker as its own
 
     def start(self) -> None:
-        os.environ["TF_CONFIG"] = json.dumps(self.process.tf_config)
+        os.environ["TF_CONFIG"] = json.dumps(with_addresses(self.process.tf_config))
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         num_ps = len(self.process.tf_config["cluster"]["ps"])
         partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
@@ -155,7 +156,7 @@ def _fans(mode: str, shape) -> float:
 def serve(job, process) -> None:
     """Run one PS or worker task of the cluster until the launcher stops it. A worker first
     provides the functions through which it reads its own data (trainer.data.ps_worker_input)."""
-    cluster = tf.train.ClusterSpec(process.tf_config["cluster"])
+    cluster = tf.train.ClusterSpec(with_addresses(process.tf_config)["cluster"])
     task = process.tf_config["task"]
     if task["type"] == "worker":
         from trainer.data import ps_worker_input
