@@ -23,7 +23,7 @@ A script that uses none of them still runs; each one gives what the container kn
                                        (chief only; returns its path)
 
 Everything is read from the job's files and the environment the container gives each
-process (trainer.script_process); nothing here starts processes or sets up distribution.
+process (trainer.script.process); nothing here starts processes or sets up distribution.
 """
 from __future__ import annotations
 

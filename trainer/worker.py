@@ -12,6 +12,7 @@ import sys
 
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
 from trainer.cpu import settings as cpu
+from trainer.plan.mpi import rank_from_launcher
 from trainer.plan.planner import make_plan
 from trainer.report import report_failures
 
@@ -31,13 +32,6 @@ def run_process(job, plan, process) -> dict:
 
     cpu.apply_tensorflow_threads(settings)
     return train(job, plan, process, runtime_for(plan, process, job.hyperparameters), settings)
-
-
-def rank_from_launcher() -> int:
-    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
-        if name in os.environ:
-            return int(os.environ[name])
-    raise RuntimeError(f"{sys.argv[0]} was started without a rank (run it through mpirun)")
 
 
 def serve_task(job, plan, role: str) -> None:

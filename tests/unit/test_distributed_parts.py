@@ -111,7 +111,7 @@ def test_the_toolkits_mpi_runner_starts_the_module_the_plan_names():
     plan = make_plan(job(hosts=2, sdk=MPI_2))
     assert plan.launch.command[-3:] == ("python", "-m", "trainer.worker")
     assert rank_program(plan.launch.command).endswith("trainer/worker.py")
-    assert rank_program(("python", "-m", "trainer.script_process")).endswith("trainer/script_process.py")
+    assert rank_program(("python", "-m", "trainer.script.process")).endswith("trainer/script/process.py")
 
 
 def test_a_partitioned_kernel_starts_with_the_variance_it_has_whole():

@@ -71,7 +71,7 @@ def test_nothing_imports_the_front_doors():
 def test_the_plan_depends_on_nothing_that_carries_it_out():
     """Job -> Plan -> Launch -> Worker -> Training: the planner and the modes' rules import
     no launcher, training process or command."""
-    later = ("trainer.launch", "trainer.worker", "trainer.training", "trainer.commands", "trainer.script_process")
+    later = ("trainer.launch", "trainer.worker", "trainer.training", "trainer.commands", "trainer.script")
     edges = graph()
     reaching_later = {name: sorted(t for t in targets if t.startswith(later))
                       for name, targets in edges.items() if name.startswith("trainer.plan")}

@@ -188,7 +188,7 @@ SCRIPT_CASES = {
     "2 hosts, no distribution: the script on every host, as AWS's container": (
         script_job(hosts=2), "single", "script",
         [("1", "chief", 0, ("training",), (2, 0), None), ("2", "worker", 1, ("training",), (2, 1), None)]),
-    "1 host, mpi 2 per host: our mpirun, ranks through trainer.script_process": (
+    "1 host, mpi 2 per host: our mpirun, ranks through trainer.script.process": (
         script_job(sdk=MPI_2), "horovod", "mpirun",
         [("1", "chief", 0, ("training",), (2, 0), None), ("1", "worker", 1, ("training",), (2, 1), None)]),
     "2 hosts, mpi 2 per host: the toolkit's MPI runner": (
@@ -219,7 +219,7 @@ def test_script_plan(name):
     plan = make_plan(the_job)
     assert (plan.mode, plan.launch.kind) == (mode, kind) and plan.entry.startswith("script train.py")
     if kind in ("mpirun", "sagemaker_mpi"):
-        assert plan.launch.command[-3:] == ("python", "-m", "trainer.script_process")
+        assert plan.launch.command[-3:] == ("python", "-m", "trainer.script.process")
     if processes is not None:
         assert [(p.host[-1], p.role, p.rank, p.channels, p.shard, p.tf_config and p.tf_config["task"])
                 for p in plan.processes] == processes
@@ -294,7 +294,7 @@ def test_each_process_environment(tmp_path, monkeypatch):
     settings and its own channel and shard."""
     from trainer.local.runner import LocalJob
     from trainer.contract.job import read_job
-    from trainer import script_process
+    from trainer.script import process as script_process
 
     code = tmp_path / "code"
     code.mkdir()
@@ -346,7 +346,7 @@ def test_a_script_s_s3_settings(environ, expected):
 def test_model_dir_given_to_a_script(tmp_path, monkeypatch, hyperparameters, model_dir):
     from trainer.local.runner import LocalJob
     from trainer.contract.job import read_job
-    from trainer import script_process
+    from trainer.script import process as script_process
 
     code = tmp_path / "code"
     code.mkdir()
@@ -372,7 +372,7 @@ def test_model_dir_given_to_a_script(tmp_path, monkeypatch, hyperparameters, mod
      "script train.py (chief on algo-1) exited with code 1: ./train.sh: line 2: nosuchcommand: command not found"),
 ])
 def test_failure_first_line(tmp_path, output, rank, first_line):
-    from trainer.launch.script import output_of_rank, report_script_failure
+    from trainer.script.launch import output_of_rank, report_script_failure
 
     the_job = dataclasses.replace(script_job(), output_dir=str(tmp_path))
     reason = report_script_failure(the_job, "chief on algo-1", "exited with code 1", output_of_rank(output, rank))
@@ -395,7 +395,7 @@ def test_who_follows_whom(the_job, leader, watch_peers):
 
 
 def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
-    from trainer import script_process
+    from trainer.script import process as script_process
     from trainer.contract.job import read_job
     from trainer.local.runner import LocalJob
 
@@ -416,7 +416,7 @@ def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
 
 @pytest.mark.parametrize("hooks, says_how", [((), False), (("model_fn",), True)])
 def test_a_script_that_wrote_no_model_and_defines_hooks_is_told_how_to_train_them(tmp_path, caplog, hooks, says_how):
-    from trainer.launch.script import warn_if_no_model
+    from trainer.script.launch import warn_if_no_model
 
     entry = EntryPoint("my_model.py", str(tmp_path), "script", "runs code at its top level", hooks)
     warn_if_no_model(str(tmp_path), entry)

@@ -136,7 +136,7 @@ def _local_path_of(path: str, default: str) -> str:
     return default
 
 
-def _toolkit_environment(base_dir: str):
+def toolkit_environment_module(base_dir: str):
     """The toolkit's `environment` module, bound to `base_dir`.
 
     It reads SAGEMAKER_BASE_DIR once, at import; a process that reads a second job folder
@@ -229,7 +229,7 @@ def read_job(base_dir: str | None = None) -> Job:
     base_dir = os.path.abspath(base_dir or base_dir_from_env())
     if not os.path.isdir(base_dir):
         raise JobError(f"job folder {base_dir} does not exist (set {BASE_DIR_ENV} or run inside SageMaker)")
-    environment = _toolkit_environment(base_dir)
+    environment = toolkit_environment_module(base_dir)
     resource_config = _read_config(environment, "resourceconfig.json", environment.read_resource_config)
     input_data_config = _read_config(environment, "inputdataconfig.json", environment.read_input_data_config)
     raw_hyperparameters = _read_config(environment, "hyperparameters.json", environment.read_hyperparameters)

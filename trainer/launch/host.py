@@ -8,10 +8,11 @@ import logging
 import os
 from dataclasses import dataclass
 
-from trainer import script_process, worker
+from trainer import worker
+from trainer.script import process as script_process
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import parameter_server, peers, supervise
-from trainer.launch import script as script_launch
+from trainer.script import launch as script_launch
 from trainer.plan.planner import make_plan
 from trainer.plan.types import LaunchKind
 from trainer.report import EXIT_STOPPED, AlreadyReported, read_metrics

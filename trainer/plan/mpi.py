@@ -1,7 +1,9 @@
 """The mpirun command line of a job's ranks, and the environment every rank gets."""
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 
 from trainer.plan import sdk
 
@@ -41,3 +43,11 @@ def horovod_env(hp) -> dict:
     if hp.horovod_cycle_time is not None:
         env["HOROVOD_CYCLE_TIME"] = str(hp.horovod_cycle_time)
     return env
+
+
+def rank_from_launcher() -> int:
+    """This process's rank, as its launcher (mpirun, horovodrun) gives it."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    raise RuntimeError(f"{sys.argv[0]} was started without a rank (run it through mpirun)")

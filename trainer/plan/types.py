@@ -74,7 +74,7 @@ class SshTrust:
 # training process, or a rank of the user's script (which sets that rank's environment,
 # then becomes the script).
 WORKER_COMMAND = ("python", "-m", "trainer.worker")
-SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script_process")
+SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script.process")
 
 
 class LaunchKind(str, enum.Enum):

@@ -20,7 +20,7 @@ Added here (documented in docs/sagemaker.md, "Your own training script"):
                           channels so every record is read exactly once in the job
     TRAINER_LEARNING_RATE_SCALE  the synchronous replicas of the job (scale by it)
 
-`python -m trainer.script_process` is what mpirun starts for each rank: it finds its rank
+`python -m trainer.script.process` is what mpirun starts for each rank: it finds its rank
 in the plan, sets that environment, and becomes the script (exec).
 """
 from __future__ import annotations
@@ -51,9 +51,9 @@ def toolkit_environment(job):
     """The toolkit's view of the job (its Environment), read from the job's own folder,
     without the container's own settings (the script's arguments and SM_HPS are the rest)."""
     from trainer.contract.hyperparameters import CONTAINER_ONLY
-    from trainer.contract.job import _toolkit_environment
+    from trainer.contract.job import toolkit_environment_module
 
-    environment = _toolkit_environment(job.base_dir)
+    environment = toolkit_environment_module(job.base_dir)
     hyperparameters = {key: value for key, value in environment.read_hyperparameters().items()
                        if key not in CONTAINER_ONLY}
     toolkit_env = environment.Environment(hyperparameters=hyperparameters)
@@ -123,7 +123,7 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
 def main() -> None:
     """A rank under mpirun: become the script with this rank's environment."""
     from trainer.plan.planner import make_plan
-    from trainer.worker import rank_from_launcher
+    from trainer.plan.mpi import rank_from_launcher
 
     job = read_job(base_dir_from_env())
     plan = make_plan(job)

@@ -14,7 +14,7 @@ with a bound before this runs (trainer.launch.peers), and:
   when that host is lost);
 - multi-worker mirrored, or no distribution: the script on every host, each ending itself;
 - MPI: mpirun through trainer.launch.supervise (one host) or the toolkit's MPI runner (several),
-  each rank started by trainer.script_process.
+  each rank started by trainer.script.process.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 
-from trainer import script_process
+from trainer.script import process as script_process
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import intermediate_output, peers, requirements, supervise
 from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
