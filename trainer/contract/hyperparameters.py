@@ -192,7 +192,7 @@ CONTAINER_ONLY = frozenset({
     "entry_point_kind", "distribution", "processes_per_host", "mpi_options", "stop_grace_sec", "peer_wait_sec",
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
-    "allow_pin_changes", "ps_worker_grace_sec",
+    "allow_pin_changes", "ps_worker_grace_sec", "stall_timeout_sec",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -225,7 +225,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("keep_checkpoints", "int", 3, "Checkpoints kept in the checkpoint dir.", minimum=1),
     Spec("stall_timeout_sec", "float", 900.0, "A process that makes no training or evaluation step "
          "for this long logs every thread's stack, names itself and its last step in the failure "
-         "file and ends the job.", minimum=1.0),
+         "file and ends the job. A script's rank: one that Horovod's stall check names as missing, "
+         "or whose processes use almost no CPU (under 1% of a core), for this long; each rank's "
+         "stack goes below the reason (docs/faults.md).", minimum=1.0),
     Spec("save_timeout_sec", "float", 3600.0, "The same limit for saving a checkpoint or exporting "
          "the model (no steps while it lasts; logged every minute).", minimum=1.0),
     Spec("mixed_precision", "str", "none", "Keras mixed precision (P20): float32 variables, "

@@ -13,6 +13,7 @@ from trainer.script import process as script_process
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import parameter_server, peers, supervise
 from trainer.script import launch as script_launch
+from trainer.script import stall
 from trainer.plan.planner import make_plan
 from trainer.plan.types import LaunchKind
 from trainer.report import EXIT_STOPPED, AlreadyReported, read_metrics
@@ -92,6 +93,7 @@ class HostLaunch:
     status: object
     toolkit_env: object = None  # the toolkit's Environment, read once per host
     explain: object = None  # writes a script rank's failure file from mpirun's output
+    watch: object = None  # a script's stall watch (trainer.script.stall), for its mpirun
     cwd: str | None = None  # where the script's processes start
 
 
@@ -104,6 +106,7 @@ def launch_host(job, plan, status) -> dict | None:
         script_launch.prepare(job, launch.toolkit_env)
         # A script writes no failure file of its own: its rank's output says why it failed.
         launch.explain, launch.cwd = script_launch.mpirun_failure_writer(job, plan), job.entry_point.code_dir
+        launch.watch = stall.StallWatch(job, plan)
     return LAUNCHERS[plan.launch.kind](launch)
 
 
@@ -117,14 +120,14 @@ def run_script(launch: HostLaunch) -> None:
 
 def run_mpirun(launch: HostLaunch) -> dict | None:
     job, plan = launch.job, launch.plan
-    supervise.run_mpirun(job, plan, plan.launch.command, cwd=launch.cwd, explain=launch.explain)
+    supervise.run_mpirun(job, plan, plan.launch.command, cwd=launch.cwd, explain=launch.explain, watch=launch.watch)
     return read_metrics(job.output_data_dir)
 
 
 def run_toolkit_mpi(launch: HostLaunch) -> dict | None:
     from trainer.launch import toolkit_mpi  # the SageMaker training toolkit's MPI setup: in the image
 
-    toolkit_mpi.run(launch.job, launch.plan, launch.status, launch.explain, launch.cwd)
+    toolkit_mpi.run(launch.job, launch.plan, launch.status, launch.explain, launch.cwd, launch.watch)
     return read_metrics(launch.job.output_data_dir)
 
 

@@ -24,7 +24,7 @@ from trainer.contract.job import BASE_DIR_ENV
 from trainer.errors import JobError, Stopped
 from trainer.launch import peers
 from trainer.plan.types import WORKER_COMMAND
-from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
+from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 
@@ -98,7 +98,7 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
 
 
-def _processes() -> dict[int, tuple[int, str]]:
+def processes_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command name) of every process (from /proc: Linux only, as in
     the container)."""
     found = {}
@@ -117,14 +117,14 @@ def _processes() -> dict[int, tuple[int, str]]:
 
 def children_of(pid: int, except_named: tuple[str, ...] = ()) -> list[int]:
     """Direct children of `pid`, but those whose command is one of `except_named`."""
-    return [child for child, (parent, name) in _processes().items()
+    return [child for child, (parent, name) in processes_table().items()
             if parent == pid and name not in except_named]
 
 
 def children_of_named(name: str) -> list[int]:
     """Direct children of every process called `name` (an MPI worker host's ranks are
     the children of its `orted`)."""
-    table = _processes()
+    table = processes_table()
     parents = {pid for pid, (_, command) in table.items() if command == name}
     return [pid for pid, (parent, _) in table.items() if parent in parents]
 
@@ -157,16 +157,20 @@ class Supervised:
 
     `stop_grace_sec`: the child runs in a process group of its own (a shell script's
     children get the signals too), and what is still running that long after a SIGTERM
-    is killed."""
+    is killed (`before_kill()` first: a script's stacks).
+
+    `on_line(text)`: each line of the child's output, as it comes (a stall watch reads
+    Horovod's reports there)."""
 
     def __init__(self, command: list[str], env: dict, stop_grandchildren: bool = False, tail_lines: int = 400,
-                 cwd: str | None = None, stop_grace_sec: float | None = None):
+                 cwd: str | None = None, stop_grace_sec: float | None = None, on_line=None, before_kill=None):
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         preexec_fn=die_with_parent, cwd=cwd,
                                         start_new_session=stop_grace_sec is not None)
         self.stop_grandchildren = stop_grandchildren
         self.stop_grace_sec = stop_grace_sec
         self.stop_requested = False
+        self._on_line, self._before_kill = on_line, before_kill
         self._stopped_at = 0.0
         self._tail = collections.deque(maxlen=tail_lines)
         self._copier = threading.Thread(target=self._copy, daemon=True)
@@ -176,7 +180,10 @@ class Supervised:
         for line in iter(self.process.stdout.readline, b""):
             sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
-            self._tail.append(line.decode(errors="replace"))
+            text = line.decode(errors="replace")
+            self._tail.append(text)
+            if self._on_line is not None:
+                self._on_line(text)
 
     @property
     def output_tail(self) -> str:
@@ -196,6 +203,8 @@ class Supervised:
                         return None
                     if self._grace_is_over():
                         log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
+                        if self._before_kill is not None:
+                            self._before_kill()
                         if self.stop_grandchildren:
                             send_signal(children_of(self.process.pid), signal.SIGKILL)
                         self._signal(signal.SIGKILL)
@@ -274,20 +283,28 @@ def blame_first(output_dir: str, who: str, why: str) -> str:
     return reason
 
 
-def run_mpirun(job, plan, command, cwd: str | None = None, explain=None) -> None:
+def run_mpirun(job, plan, command, cwd: str | None = None, explain=None, watch=None) -> None:
     """Run mpirun on this host and supervise it: its output passed through, SIGTERM passed
     on to this host's ranks, and a rank that died first named first in the failure file.
 
     `explain(rank, how, output)`: for ranks that write no failure file of their own (a
     user's script), writes it from the failed rank (None: unknown), how it ended and
-    mpirun's last output."""
+    mpirun's last output. `watch`: a script's stall watch (trainer.script.stall), which
+    ends mpirun when the ranks stall and names them."""
     command = with_this_python(command)
     log.info("starting %d ranks: %s", plan.world_size, " ".join(command))
     env = {**os.environ, **plan.launch.env, BASE_DIR_ENV: job.base_dir}
     # Ranks of a user's script get a bounded grace after a SIGTERM (ours bound it themselves).
     grace = job.hyperparameters.stop_grace_sec + FOLLOW_MARGIN_SEC if explain is not None else None
-    mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd, stop_grace_sec=grace)
+    mpirun = Supervised(command, env, stop_grandchildren=True, cwd=cwd, stop_grace_sec=grace,
+                        on_line=watch and watch.feed, before_kill=watch and watch.stacks_before_kill)
+    if watch is not None:
+        watch.follow(mpirun)
     exit_code = mpirun.wait()
+    if watch is not None:
+        watch.stop()
+        if watch.stalled:
+            raise AlreadyReported(EXIT_STALLED)
     if exit_code == 0:
         return
     reported = os.path.exists(os.path.join(job.output_dir, "failure"))

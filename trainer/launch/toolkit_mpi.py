@@ -57,19 +57,21 @@ def rank_program(command) -> str:
     return importlib.util.find_spec(command[-1]).origin
 
 
-def run(job, plan, status, explain=None, cwd: str | None = None) -> None:
+def run(job, plan, status, explain=None, cwd: str | None = None, watch=None) -> None:
     """`status`: this host's status port, where the job's ssh keys are published;
     `explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file;
-    `cwd`: where the ranks start (the image: the toolkit's code folder)."""
+    `cwd`: where the ranks start (the image: the toolkit's code folder); `watch`: a script's
+    stall watch, on the master (Horovod's stall check runs on rank 0, which names the
+    ranks on every host)."""
     timeout = job.hyperparameters.peer_wait_sec
     files = ssh_trust.SshFiles.for_this_host(job.current_host)
     try:
-        _run(job, plan, ssh_trust.JobSsh(job.current_host, plan.ssh_trust, status, timeout, files), explain, cwd)
+        _run(job, plan, ssh_trust.JobSsh(job.current_host, plan.ssh_trust, status, timeout, files), explain, cwd, watch)
     finally:
         files.remove()
 
 
-def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd) -> None:
+def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd, watch) -> None:
     master, files = plan.leader, ssh.files
     ssh.publish_keys()
     if job.current_host != master:
@@ -87,7 +89,8 @@ def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd) -> None:
     workers = [h for h in plan.hosts if h != master]
     if files.sshd_config:  # hosts simulated on this machine
         ssh.wait_for_logins(workers)
-        supervise.run_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain)
+        supervise.run_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain,
+                             watch=watch)
         return
     runner = BoundedMasterRunner(
         rank_program(plan.launch.command), [],
@@ -96,7 +99,8 @@ def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd) -> None:
         timeout_in_seconds=job.hyperparameters.peer_wait_sec, ssh=ssh)
     # No sshd here: nobody logs in to the master. The bounded wait for every worker's sshd.
     runner._wait_for_workers()
-    supervise.run_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain)
+    supervise.run_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain,
+                         watch=watch)
 
 
 def simulated_hosts_command(job, plan, files: ssh_trust.SshFiles) -> list[str]:

@@ -42,7 +42,14 @@ def horovod_env(hp) -> dict:
         env["HOROVOD_FUSION_THRESHOLD"] = str(hp.horovod_fusion_threshold)
     if hp.horovod_cycle_time is not None:
         env["HOROVOD_CYCLE_TIME"] = str(hp.horovod_cycle_time)
+    # Horovod's stall check names the ranks the others wait for, several times within the
+    # stall bound (its default, 60 s, may be longer than a bound set short).
+    env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(horovod_stall_check_sec(hp.stall_timeout_sec))
     return env
+
+
+def horovod_stall_check_sec(stall_timeout_sec: float) -> int:
+    return int(max(1, min(60, stall_timeout_sec // 4)))
 
 
 def rank_from_launcher() -> int:

@@ -28,9 +28,10 @@ import threading
 import time
 
 from trainer.script import process as script_process
+from trainer.script import stacks, stall
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import intermediate_output, peers, requirements, supervise
-from trainer.report import EXIT_STOPPED, AlreadyReported, write_failure
+from trainer.report import EXIT_JOB_ERROR, EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 OUTPUT_LINES_IN_FAILURE = 30
@@ -141,20 +142,28 @@ def run(job, plan, toolkit_env) -> None:
     # This host's parameter server, as AWS's container starts one beside the script.
     ps_task = supervise.start_tasks(job, ["ps"])[0] if any(p.role == "ps" for p in mine) else None
     log.info("running %s (%s): %s", job.entry_point.program, process.name, " ".join(argv))
-    script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec)
+    progress = stall.StallWatch(job, plan)
+    script = supervise.Supervised(argv, env, cwd=job.entry_point.code_dir, stop_grace_sec=job.hyperparameters.stop_grace_sec,
+                                  before_kill=progress.stacks_before_kill)
     # Scripts under mpirun do not come here: a leader host other than this one is the
     # parameter-server master's, which this host serves until it has ended.
     follows_leader = plan.leader not in (None, job.current_host)
     watch = PeerWatch(job, plan, script) if plan.watch_peers and not follows_leader else None
     try:
-        if follows_leader:
+        if follows_leader:  # its script may serve, idle, until the master needs it: not watched for progress
             _serve_until_leader_ends(job, plan, process, script, ps_task)
         else:
+            progress.follow(script)
             code = script.wait()
+            progress.stop()
+            if progress.stalled:
+                raise AlreadyReported(EXIT_STALLED)
             if watch is not None:
                 watch.stop()
                 if watch.ended_by is not None and code != 0:
-                    raise watch.ended_by  # another host failed first: this script was ended for it
+                    # Another host failed first: this script was ended for it, where its stacks say.
+                    write_failure(job.output_dir, str(watch.ended_by), watch.stacks)
+                    raise AlreadyReported(EXIT_STOPPED if isinstance(watch.ended_by, Stopped) else EXIT_JOB_ERROR)
             _end_with(job, process, script, code)
             if ps_task is not None:
                 _serve_the_workers_to_their_end(job)
@@ -174,7 +183,9 @@ class PeerWatch:
 
     def __init__(self, job, plan, script):
         self.script = script
+        self.host = job.current_host
         self.ended_by: Exception | None = None
+        self.stacks = ""  # this host's script processes' when they were ended
         self._done = threading.Event()
         for host in plan.hosts:
             if host != job.current_host:
@@ -193,7 +204,9 @@ class PeerWatch:
         except (PeerLost, Stopped) as err:
             if not self._done.is_set() and self.ended_by is None:
                 self.ended_by = err
-                log.error("%s: ending this host's script", err)
+                self.stacks = f"the stacks of the script's processes on {self.host} then:\n" + stacks.stacks(
+                    self.host, [self.script.process.pid])
+                log.error("%s: ending this host's script\n%s", err, self.stacks)
                 self.script.end(grace_sec=10.0)
 
     def stop(self) -> None:

@@ -1,0 +1,146 @@
+"""When a script's ranks have stalled (trainer.script.stall): the decisions, fed with times."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trainer.plan.mpi import horovod_stall_check_sec
+from trainer.script import stacks, stall
+
+BOUND = 100.0
+
+
+def names(rank):
+    return f"rank {rank} on algo-{rank // 2 + 1}"
+
+
+def cpu_run(*samples):
+    """(time, {rank: CPU seconds}) samples."""
+    progress = stall.Progress(BOUND, names)
+    for at, used in samples:
+        progress.cpu_sample(at, used)
+    return progress
+
+
+IDLE, BUSY = {"r": 0.2}, {"r": 50.0}
+CPU_CASES = {
+    "idle for the whole bound": ([(0, {"r": 0.0}), (50, IDLE), (100, IDLE)], 100, "r"),
+    "idle, not yet the bound": ([(0, {"r": 0.0}), (50, IDLE), (99, IDLE)], 99, None),
+    "busy: a long evaluation": ([(0, {"r": 0.0}), (50, {"r": 30.0}), (100, BUSY)], 100, None),
+    "a pause shorter than the bound, then work": (
+        [(0, {"r": 0.0}), (60, {"r": 0.1}), (120, {"r": 40.0}), (160, {"r": 40.2})], 160, None),
+    "work, then idle for the bound": (
+        [(0, {"r": 0.0}), (50, {"r": 40.0}), (100, {"r": 40.1}), (150, {"r": 40.3})], 150, "r"),
+    "just under the idle share (1% of a core)": ([(0, {"r": 0.0}), (100, {"r": 0.99})], 100, "r"),
+    "at the idle share": ([(0, {"r": 0.0}), (100, {"r": 1.0})], 100, None),
+}
+
+
+@pytest.mark.parametrize("case", CPU_CASES)
+def test_a_rank_is_stalled_when_it_used_almost_no_cpu_for_the_bound(case):
+    samples, now, stalled = CPU_CASES[case]
+    found = cpu_run(*samples).stall(now)
+    assert (found.who if found else None) == stalled
+    if found:
+        assert found.seconds >= BOUND and "of CPU in that time" in found.how
+
+
+def test_a_rank_that_ended_is_forgotten():
+    progress = cpu_run((0, {"r": 0.0, "s": 0.0}), (50, {"s": 30.0}), (100, {"s": 60.0}))
+    assert progress.stall(100) is None
+
+
+def reports(*times, check=10.0, missing=frozenset({3})):
+    progress = stall.Progress(BOUND, names)
+    for at in times:
+        progress.horovod_report(at, missing, check)
+    return progress
+
+
+HOROVOD_CASES = {
+    # Reports every check period (10 s) from t=10: stalled since t=0.
+    "reported for the bound": (reports(*range(10, 101, 10)), 100, "rank 3 on algo-2"),
+    "not yet the bound": (reports(*range(10, 91, 10)), 95, None),
+    "reports stopped (the ranks met again)": (reports(*range(10, 61, 10)), 100, None),
+    "a gap: a new stall since the second run": (reports(10, 20, 30, *range(80, 141, 10)), 140, None),
+    "several ranks missing": (reports(*range(10, 101, 10), missing=frozenset({1, 3})), 100,
+                              "rank 1 on algo-1, rank 3 on algo-2"),
+}
+
+
+@pytest.mark.parametrize("case", HOROVOD_CASES)
+def test_horovods_reports_name_the_missing_ranks_once_they_last_the_bound(case):
+    progress, now, who = HOROVOD_CASES[case]
+    found = progress.stall(now)
+    assert (found.who if found else None) == who
+    if found:
+        assert "Missing ranks" in found.how and found.seconds >= BOUND
+
+
+class FakeJob:
+    """Only what StallWatch reads of a job."""
+    current_host = "algo-1"
+    output_dir = "/nonexistent"
+
+    class entry_point:
+        program = "train.py"
+
+    class hyperparameters:
+        stall_timeout_sec = BOUND
+
+
+class FakePlan:
+    processes = [object()] * 4
+
+    @staticmethod
+    def process(rank):
+        class Named:
+            name = names(rank)
+        return Named
+
+
+def test_horovods_report_is_read_from_mpiruns_tagged_output():
+    """As Horovod 0.28's rank 0 writes it under mpirun --tag-output (a tag may open
+    pieces of one line, and the report spans lines)."""
+    watch = stall.StallWatch(FakeJob, FakePlan)
+    for line in [
+        "[1,0]<stderr>:[[1,0]<stderr>:2026-11-26 02:00:16[1,0]<stderr>:.[1,0]<stderr>: W [1,0]<stderr>:stall_inspector.cc:107] "
+        "[1,0]<stderr>:One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+        "and are waiting for remainder of ranks for more than 5 seconds. This may indicate that ...\n",
+        "[1,0]<stderr>:Missing ranks:\n",
+        "[1,0]<stderr>:1: [HorovodAllreduce][1,0]<stderr>:\n",
+        "[1,0]<stderr>:3: [HorovodAllreduce_grad_0, HorovodAllreduce_grad_1]\n",
+        "[1,2]<stdout>:epoch 1\n",
+    ]:
+        watch.feed(line)
+    ((at, missing, check),) = watch.progress._reports
+    assert missing == {1, 3} and check == 5.0 and abs(at - time.monotonic()) < 5
+
+
+CHECK_CASES = {900: 60, 240: 60, 100: 25, 20: 5, 3: 1}
+
+
+@pytest.mark.parametrize("bound", CHECK_CASES)
+def test_horovods_check_period_fits_several_times_in_the_bound(bound):
+    assert horovod_stall_check_sec(bound) == CHECK_CASES[bound]
+
+
+def test_the_stack_of_a_running_python_process_names_its_line(tmp_path):
+    script = tmp_path / "waits.py"
+    script.write_text("import time\n\n\ndef wait_here():\n    time.sleep(60)\n\n\nwait_here()\n")
+    child = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "TRAINER_RANK": "2"})
+    try:
+        time.sleep(1.5)
+        text = stacks.stacks("algo-1", [child.pid])
+    finally:
+        child.kill()
+        child.wait()
+    assert text.startswith(f"rank 2 (pid {child.pid}) on algo-1:")
+    assert "wait_here (waits.py:5)" in text
+    assert stall.rank_processes(child.pid) == {}  # it has ended: nothing left to watch
+
+
+def test_no_stack_when_no_python_process_runs():
+    assert stacks.stacks("algo-1", [2 ** 22 + 7]) == "no Python process of the script is running on algo-1"

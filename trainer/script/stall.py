@@ -1,0 +1,216 @@
+"""A script's progress, watched from outside: a stalled rank ends the job, named.
+
+A user's script reports no steps to this container, so its progress is read where the
+libraries and the kernel show it, without changing the script:
+
+- Horovod's own stall check (HOROVOD_STALL_CHECK_TIME_SECONDS, set by the plan) has rank 0
+  name, every check period, the ranks that have not submitted a tensor the others wait to
+  reduce ("Missing ranks:"). A stall that has lasted `stall_timeout_sec` names those ranks.
+  (MPI's waiting ranks spin on their cores, so their CPU time says nothing there.)
+- The process table: a rank whose processes used almost no CPU for `stall_timeout_sec` is
+  blocked (a collective whose peer is gone, a FIFO or socket that never answers, a sleep
+  that never ends). A healthy pause shorter than the bound (a long evaluation uses CPU
+  anyway) is not cut.
+
+On a stall: every rank's stack on this host (trainer.script.stacks) goes below the reason
+in the failure file and in the log, the script is ended (SIGTERM, SIGKILL 10 s later), and
+the host's part fails; the other hosts end as with any failure.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+from trainer.launch.supervise import processes_table
+from trainer.report import write_failure
+from trainer.script import stacks
+
+log = logging.getLogger("trainer")
+
+# Less than this share of one core over the whole bound is no progress: a waiting process's
+# own threads (gRPC's polls, TensorFlow's heartbeats) use a fraction of it.
+IDLE_CPU_SHARE = 0.01
+MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
+HOROVOD_MISSING_RANK = re.compile(r"^\s*(\d+): \[")
+TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Stall:
+    who: str  # "rank 3 on algo-2"
+    seconds: float  # without progress
+    how: str  # what showed it
+
+
+class Progress:
+    """What was seen of the ranks' progress, and whether it has stalled (no threads, no
+    processes: the decisions only, fed with times)."""
+
+    def __init__(self, bound_sec: float, name_of_rank):
+        self.bound_sec = bound_sec
+        self.name_of_rank = name_of_rank  # int -> "rank 3 on algo-2"
+        self._cpu: dict[str, list[tuple[float, float]]] = {}  # rank -> [(time, CPU seconds)]
+        self._reports: list[tuple[float, frozenset[int], float]] = []  # Horovod: (time, missing, check period)
+
+    def cpu_sample(self, now: float, cpu_seconds: dict[str, float]) -> None:
+        for rank, used in cpu_seconds.items():
+            samples = self._cpu.setdefault(rank, [])
+            samples.append((now, used))
+            # Keep one sample at least a bound old: the window starts there.
+            while len(samples) > 2 and samples[1][0] <= now - self.bound_sec:
+                samples.pop(0)
+        for rank in set(self._cpu) - set(cpu_seconds):
+            del self._cpu[rank]  # ended: its process is gone
+
+    def horovod_report(self, now: float, missing: frozenset[int], check_sec: float) -> None:
+        self._reports.append((now, missing, check_sec))
+
+    def stall(self, now: float) -> Stall | None:
+        return self._horovod_stall(now) or self._idle_rank(now)
+
+    def _horovod_stall(self, now: float) -> Stall | None:
+        """Reports come every check period while the stall lasts: the latest unbroken run of
+        them says since when (its first report, less one period)."""
+        if not self._reports or now - self._reports[-1][0] > 3 * self._reports[-1][2]:
+            return None
+        first = len(self._reports) - 1
+        while first > 0 and self._reports[first][0] - self._reports[first - 1][0] <= 3 * self._reports[first][2]:
+            first -= 1
+        since = self._reports[first][0] - self._reports[first][2]
+        if now - since < self.bound_sec:
+            return None
+        missing = sorted(self._reports[-1][1])
+        who = ", ".join(self.name_of_rank(rank) for rank in missing) or "a rank"
+        return Stall(who, now - since, "never joined the Horovod collective the other ranks wait in (Horovod's "
+                                       "stall check: 'Missing ranks')")
+
+    def _idle_rank(self, now: float) -> Stall | None:
+        for rank, samples in sorted(self._cpu.items()):
+            start_at, start_used = samples[0]
+            if now - start_at >= self.bound_sec and samples[-1][1] - start_used < IDLE_CPU_SHARE * (now - start_at):
+                return Stall(rank, now - start_at, f"its processes used {samples[-1][1] - start_used:.1f} s of CPU "
+                                                   "in that time: blocked or waiting")
+        return None
+
+
+def rank_processes(root: int) -> dict[int, list[int]]:
+    """The outermost Python processes under `root` (the ranks: a shell script's Python, mpirun's
+    children), each with every process under it."""
+    table = processes_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+
+    def tree(pid):
+        found = [pid]
+        for child in children.get(pid, []):
+            found += tree(child)
+        return found
+
+    ranks, queue = {}, [root]
+    while queue:
+        pid = queue.pop(0)
+        if stacks.is_python(pid):
+            ranks[pid] = tree(pid)
+        else:
+            queue += children.get(pid, [])
+    return ranks
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time of these processes and of their children that have ended."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / TICKS_PER_SEC
+
+
+class StallWatch:
+    """Watches one supervised process (the script, or mpirun and its ranks) on this host.
+    `feed` takes its output lines (Horovod's reports); `stalled` says whether it ended it."""
+
+    def __init__(self, job, plan, output_dir: str | None = None):
+        self.host = job.current_host
+        self.program = job.entry_point.program
+        self.output_dir = output_dir or job.output_dir
+        bound = job.hyperparameters.stall_timeout_sec
+        self.poll_sec = min(15.0, max(1.0, bound / 20))
+        self.progress = Progress(bound, lambda rank: plan.process(rank).name if rank < len(plan.processes)
+                                 else f"rank {rank}")
+        self.stalled: Stall | None = None
+        self._missing: set[int] | None = None  # a Horovod report being read
+        self._check_sec = 60.0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._supervised = None
+
+    def feed(self, line: str) -> None:
+        text = MPI_TAG.sub("", line)
+        with self._lock:
+            reported = HOROVOD_STALL.search(text)
+            if reported:
+                self._check_sec = float(reported.group(1))
+            if "Missing ranks:" in text:
+                self._close_report()
+                self._missing = set()
+                return
+            rank = HOROVOD_MISSING_RANK.match(text)
+            if self._missing is not None and rank:
+                self._missing.add(int(rank.group(1)))
+            elif self._missing is not None and text.strip():
+                self._close_report()
+
+    def _close_report(self) -> None:
+        if self._missing:
+            self.progress.horovod_report(time.monotonic(), frozenset(self._missing), self._check_sec)
+        self._missing = None
+
+    def follow(self, supervised) -> "StallWatch":
+        self._supervised = supervised
+        threading.Thread(target=self._watch, args=(supervised,), daemon=True, name="script-stall-watch").start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self, supervised) -> None:
+        root = supervised.process.pid
+        while not self._done.wait(self.poll_sec):
+            now = time.monotonic()
+            ranks = rank_processes(root)
+            with self._lock:
+                if self._missing is not None and self._missing:
+                    self._close_report()
+                self.progress.cpu_sample(now, {f"{stacks.rank_name(pid)} on {self.host}": cpu_seconds(tree)
+                                               for pid, tree in ranks.items()})
+                stall = self.progress.stall(now)
+            if stall is not None and not self._done.is_set():
+                self._end(supervised, stall)
+                return
+
+    def _end(self, supervised, stall: Stall) -> None:
+        self.stalled = stall
+        reason = (f"script {self.program}: {stall.who} made no progress for {stall.seconds:.0f} s: {stall.how} "
+                  f"(the bound is the hyperparameter stall_timeout_sec); each rank's stack on {self.host} is below")
+        where = stacks.stacks(self.host, [supervised.process.pid])
+        write_failure(self.output_dir, reason, f"the stacks of the script's processes on {self.host}:\n{where}",
+                      cause_first=True)
+        log.error("%s\n%s", reason, where)
+        supervised.end(grace_sec=10.0)
+
+    def stacks_before_kill(self) -> None:
+        """A script still running after its grace past a SIGTERM: where each rank was."""
+        where = stacks.stacks(self.host, [self._supervised.process.pid])
+        write_failure(self.output_dir, f"script {self.program} on {self.host} did not end within its grace after "
+                      f"SIGTERM (stop_grace_sec): killed", f"the stacks of its processes then:\n{where}")
+        log.error("the script's processes on %s when they were killed:\n%s", self.host, where)
