@@ -215,7 +215,7 @@ def test_mpirun_command_for_cpu_workers():
     assert "-x HOROVOD_AUTOTUNE -x HOROVOD_CYCLE_TIME -x HOROVOD_FUSION_THRESHOLD" in command  # P27
     assert command.endswith("-x NCCL_DEBUG=INFO --verbose python -m trainer.worker")
     assert plan.launch.env == {"HOROVOD_AUTOTUNE": "1", "HOROVOD_FUSION_THRESHOLD": "33554432",
-                               "HOROVOD_CYCLE_TIME": "3.5"}
+                               "HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_STALL_CHECK_TIME_SECONDS": "60"}
     assert plan.warmup_steps == 100
 
 

@@ -27,9 +27,11 @@ import logging
 from sagemaker_training import environment, mpi
 
 from trainer.contract.job import BASE_DIR_ENV
+from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import ssh_trust, supervise
 from trainer.plan.mpi import mpi_options
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND
+from trainer.script import stacks
 
 log = logging.getLogger("trainer")
 
@@ -83,6 +85,9 @@ def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd, watch) -> None:
             # This host's ranks are the children of the orted the master's mpirun started here.
             supervise.follow_leader(job, plan, f"the MPI master on {master}",
                                     on_stop=lambda: supervise.send_signal(supervise.children_of_named("orted")))
+        except (JobError, PeerLost, Stopped) as err:
+            # The master failed, stalled or stopped: where this host's ranks were, before they end.
+            raise stacks.failed_with_stacks(job, err, supervise.children_of_named("orted")) from err
         finally:
             supervise.end_tasks([sshd])
         return

@@ -31,7 +31,7 @@ from trainer.script import process as script_process
 from trainer.script import stacks, stall
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import intermediate_output, peers, requirements, supervise
-from trainer.report import EXIT_JOB_ERROR, EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
+from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")
 OUTPUT_LINES_IN_FAILURE = 30
@@ -162,8 +162,7 @@ def run(job, plan, toolkit_env) -> None:
                 watch.stop()
                 if watch.ended_by is not None and code != 0:
                     # Another host failed first: this script was ended for it, where its stacks say.
-                    write_failure(job.output_dir, str(watch.ended_by), watch.stacks)
-                    raise AlreadyReported(EXIT_STOPPED if isinstance(watch.ended_by, Stopped) else EXIT_JOB_ERROR)
+                    raise watch.ended_with_stacks
             _end_with(job, process, script, code)
             if ps_task is not None:
                 _serve_the_workers_to_their_end(job)
@@ -183,9 +182,9 @@ class PeerWatch:
 
     def __init__(self, job, plan, script):
         self.script = script
-        self.host = job.current_host
+        self.job = job
         self.ended_by: Exception | None = None
-        self.stacks = ""  # this host's script processes' when they were ended
+        self.ended_with_stacks = None  # ended_by, reported with the stacks of this host's script then
         self._done = threading.Event()
         for host in plan.hosts:
             if host != job.current_host:
@@ -204,9 +203,8 @@ class PeerWatch:
         except (PeerLost, Stopped) as err:
             if not self._done.is_set() and self.ended_by is None:
                 self.ended_by = err
-                self.stacks = f"the stacks of the script's processes on {self.host} then:\n" + stacks.stacks(
-                    self.host, [self.script.process.pid])
-                log.error("%s: ending this host's script\n%s", err, self.stacks)
+                log.error("%s: ending this host's script", err)
+                self.ended_with_stacks = stacks.failed_with_stacks(self.job, err, [self.script.process.pid])
                 self.script.end(grace_sec=10.0)
 
     def stop(self) -> None:

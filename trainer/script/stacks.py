@@ -8,12 +8,17 @@ process it reads. Where it cannot (no ptrace rights), the stack says why instead
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 
+from trainer.errors import Stopped
 from trainer.launch.supervise import processes_table
+from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported, write_failure
+
+log = logging.getLogger("trainer")
 
 PY_SPY_TIMEOUT_SEC = 20.0
 LINES_PER_PROCESS = 30  # each thread's innermost frames come first in py-spy's dump
@@ -83,3 +88,12 @@ def stacks(host: str, roots: list[int]) -> str:
     if len(pids) > MAX_PROCESSES:
         parts.append(f"... {len(pids) - MAX_PROCESSES} more Python processes")
     return "\n\n".join(parts)
+
+
+def failed_with_stacks(job, err: Exception, roots: list[int]) -> AlreadyReported:
+    """This host's part ends with `err` (another host failed, stalled or stopped): its reason,
+    then the stacks of the script's processes under `roots`, go to the failure file and the log."""
+    where = f"the stacks of the processes on {job.current_host} then:\n" + stacks(job.current_host, roots)
+    write_failure(job.output_dir, str(err), where)
+    log.error("%s\n%s", err, where)
+    return AlreadyReported(EXIT_STOPPED if isinstance(err, Stopped) else EXIT_JOB_ERROR)

@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from trainer.launch import peers
 from trainer.launch.supervise import processes_table
 from trainer.report import write_failure
 from trainer.script import stacks
@@ -38,6 +39,9 @@ MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
 HOROVOD_MISSING_RANK = re.compile(r"^\s*(\d+): \[")
 TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
+# How long the other hosts get to read a stall and take their own ranks' stacks (an MPI
+# worker host's ranks end with the master's mpirun).
+OTHER_HOSTS_STACKS_SEC = 10.0
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,11 @@ class StallWatch:
         write_failure(self.output_dir, reason, f"the stacks of the script's processes on {self.host}:\n{where}",
                       cause_first=True)
         log.error("%s\n%s", reason, where)
+        status = peers.serving()
+        if status is not None:  # the other hosts take their ranks' stacks before these end them
+            status.finish(peers.FAILED, reason)
+            status.wait_until_read(status.other_hosts, wait_sec=OTHER_HOSTS_STACKS_SEC)
+            time.sleep(OTHER_HOSTS_STACKS_SEC / 2)
         supervised.end(grace_sec=10.0)
 
     def stacks_before_kill(self) -> None:

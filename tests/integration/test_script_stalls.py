@@ -1,0 +1,49 @@
+"""A user's script that stalls ends within stall_timeout_sec, named, with each rank's line
+(trainer.script.stall), and one that only pauses is not cut: real Horovod over Open MPI on
+simulated hosts through `trainer local`, the script unchanged (tests/scripts/hvd_stall.py).
+The bound is scaled down to 30 s here (default 900 s)."""
+import os
+import re
+import time
+
+import pytest
+
+from conftest import PROJECT_ROOT, run_local
+
+pytestmark = pytest.mark.slow
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
+BOUND_SEC = 30
+MPI_2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": 2}
+
+
+def stall_job(**hyperparameters) -> dict:
+    return {"sagemaker_program": "hvd_stall.py", "sagemaker_submit_directory": SCRIPTS,
+            "stall_timeout_sec": BOUND_SEC, **MPI_2, **hyperparameters}
+
+
+def failure_of(tmp_path, host: str) -> str:
+    with open(os.path.join(tmp_path, host, "output", "failure")) as f:
+        return f.read()
+
+
+def test_a_horovod_rank_that_skips_an_allreduce_ends_the_job_named_with_its_line(aws_split, tmp_path):
+    started = time.monotonic()
+    run = run_local(tmp_path, aws_split, stall_job(), hosts=2, timeout=400)
+    took = time.monotonic() - started
+    assert run.exit_code == 3, run.log[-4000:]  # stalled
+    first = run.failure.splitlines()[0]
+    assert re.fullmatch(r"script hvd_stall\.py: rank 3 on algo-2 made no progress for \d+ s: never joined the "
+                        r"Horovod collective the other ranks wait in .*stall_timeout_sec.*", first), first
+    # The master's ranks wait in the allreduce the last rank skipped ...
+    assert re.search(r"rank 0 \(pid \d+\) on algo-1:\n.*\n(.*\n)*?\s+main \(hvd_stall\.py:30\)", run.failure), run.failure
+    # ... and the other host's stacks show where rank 3 is instead.
+    other = failure_of(tmp_path, "algo-2")
+    assert re.search(r"rank 3 \(pid \d+\) on algo-2:\n.*\n\s+write_the_report_alone \(hvd_stall\.py:\d+\)", other), other
+    assert "stall_timeout_sec" not in run.log.split("hvd_stall.py", 1)[-1].split("\n")[0]  # not the script's argument
+    assert took < BOUND_SEC + 150, took  # the job's start (ranks, TensorFlow) plus the bound plus the ending
+
+
+def test_a_pause_longer_than_horovods_check_and_shorter_than_the_bound_is_not_cut(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, stall_job(skip=0, pause_sec=BOUND_SEC * 2 // 3), timeout=300)
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "rank 1: 2 ranks met" in run.log and "made no progress" not in run.log
