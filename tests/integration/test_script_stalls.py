@@ -47,3 +47,38 @@ def test_a_pause_longer_than_horovods_check_and_shorter_than_the_bound_is_not_cu
     run = run_local(tmp_path, aws_split, stall_job(skip=0, pause_sec=BOUND_SEC * 2 // 3), timeout=300)
     assert run.exit_code == 0, run.log[-4000:]
     assert "rank 1: 2 ranks met" in run.log and "made no progress" not in run.log
+
+
+def test_a_multi_worker_mirrored_worker_that_stops_inside_a_step_is_named_by_both_hosts(aws_split, tmp_path):
+    """The second worker stops in its third step; the first waits for it in the all-reduce,
+    inside TensorFlow, so the stopped one's host names it first and the other host ends with it."""
+    run = run_local(tmp_path, aws_split, {
+        "sagemaker_program": "mwms_train.py", "sagemaker_submit_directory": SCRIPTS, "model_dir": "/opt/ml/model",
+        "sagemaker_multi_worker_mirrored_strategy_enabled": "true", "stall_timeout_sec": BOUND_SEC,
+        "stall_on_worker": 1}, hosts=2, timeout=400)
+    assert run.exit_code != 0, run.log[-4000:]
+    stopped = failure_of(tmp_path, "algo-2")
+    named = r"script mwms_train\.py: rank 1 \(pid \d+\) on algo-2 made no progress for \d+ s: its processes used"
+    assert re.match(named, stopped), stopped
+    assert re.search(r"\n\s+stop_here \(mwms_train\.py:\d+\)", stopped), stopped
+    waiting = failure_of(tmp_path, "algo-1")
+    assert re.search(named, waiting.splitlines()[0]), waiting
+    assert "the stacks of the processes on algo-1 then:\nrank 0 (pid" in waiting, waiting
+
+
+def test_a_parameter_server_master_whose_worker_left_ends_within_the_bound(aws_split, tmp_path):
+    """The worker's script returns while the master trains: TensorFlow's coordinator waits for
+    it to come back (as for a preempted worker), using no CPU, inside TensorFlow."""
+    started = time.monotonic()
+    run = run_local(tmp_path, aws_split, {
+        "sagemaker_program": "ps_train.py", "sagemaker_submit_directory": SCRIPTS, "model_dir": "/opt/ml/model",
+        "sagemaker_parameter_server_enabled": "true", "stall_timeout_sec": BOUND_SEC, "steps_per_epoch": 100000,
+        "worker_leaves_after_sec": 25}, hosts=2, timeout=400)
+    took = time.monotonic() - started
+    assert run.exit_code != 0, run.log[-4000:]
+    first = failure_of(tmp_path, "algo-1").splitlines()[0]
+    assert re.match(r"script ps_train\.py: chief on algo-1 \(pid \d+\) made no progress for \d+ s: its processes "
+                    r"used .* waiting inside TensorFlow or Horovod for another process of the job", first), first
+    assert "the worker leaves" in run.log
+    assert re.search(r"\n\s+main \(ps_train\.py:\d+\)", failure_of(tmp_path, "algo-1"))
+    assert took < 25 + BOUND_SEC * 1.5 + 150, took

@@ -1,9 +1,12 @@
 """A multi-worker mirrored script for AWS's TF 2 container: TF_CONFIG comes from the
-container; the chief (worker 0) saves to SM_MODEL_DIR, the others to a scratch folder."""
+container; the chief (worker 0) saves to SM_MODEL_DIR, the others to a scratch folder.
+--stall_on_worker N: that worker stops inside its third step of training (a sleep of 10
+minutes), while the others wait for it in the step's all-reduce."""
 import argparse
 import json
 import os
 import tempfile
+import time
 
 import tensorflow as tf
 
@@ -16,6 +19,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--model_dir", default=None)
     parser.add_argument("--fail_on_worker", type=int, default=-1)
+    parser.add_argument("--stall_on_worker", type=int, default=-1)
     args, _ = parser.parse_known_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     criteo_input.record_what_i_saw(f"worker{task['index']}", tf_config=json.loads(os.environ["TF_CONFIG"]))
@@ -28,9 +32,23 @@ def main():
     options = tf.data.Options()  # one file for two workers: each takes every other batch
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     data = data.with_options(options)
-    model.fit(data, epochs=args.epochs, verbose=2)
+    callbacks = [StallAtTheThirdStep()] if task["index"] == args.stall_on_worker else []
+    model.fit(data, epochs=args.epochs, verbose=2, callbacks=callbacks)
     is_chief = task["index"] == 0
     model.save(os.path.join(os.environ["SM_MODEL_DIR"], "1") if is_chief else tempfile.mkdtemp())
+
+
+class StallAtTheThirdStep(tf.keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 2:
+            stop_here(600)
+
+
+def stop_here(seconds):
+    print(f"stopping here for {seconds} s", flush=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(1)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """A TF 2 parameter-server script for AWS's container (distribution={'parameter_server':
 ...}): TF_CONFIG names a master (here the coordinator), workers and the PS tasks the
-container runs; a worker serves until the job ends."""
+container runs; a worker serves until the job ends. --worker_leaves_after_sec S: the worker
+returns S seconds after it started serving (exit 0, while the master still trains)."""
 import argparse
 import json
 import os
+import time
 
 import tensorflow as tf
 
@@ -16,6 +18,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--steps_per_epoch", type=int, default=20)
     parser.add_argument("--model_dir", default=None)
+    parser.add_argument("--worker_leaves_after_sec", type=float, default=0)
     args, _ = parser.parse_known_args()
     tf_config = json.loads(os.environ["TF_CONFIG"])
     cluster = tf.train.ClusterSpec({("chief" if job == "master" else job): hosts
@@ -23,7 +26,12 @@ def main():
     task = tf_config["task"]
     criteo_input.record_what_i_saw(f"{task['type']}{task['index']}", tf_config=tf_config)
     if task["type"] == "worker":
-        tf.distribute.Server(cluster, job_name="worker", task_index=task["index"], protocol="grpc").join()
+        server = tf.distribute.Server(cluster, job_name="worker", task_index=task["index"], protocol="grpc")
+        if args.worker_leaves_after_sec:
+            time.sleep(args.worker_leaves_after_sec)
+            print("the worker leaves", flush=True)
+            return
+        server.join()
         return
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="chief", task_id=0,
                                                                     rpc_layer="grpc")

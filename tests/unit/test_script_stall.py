@@ -86,6 +86,7 @@ class FakeJob:
 
     class entry_point:
         program = "train.py"
+        code_dir = "/opt/ml/code"
 
     class hyperparameters:
         stall_timeout_sec = BOUND
@@ -93,6 +94,10 @@ class FakeJob:
 
 class FakePlan:
     processes = [object()] * 4
+
+    @staticmethod
+    def on_host(host):
+        return []
 
     @staticmethod
     def process(rank):
@@ -144,3 +149,63 @@ def test_the_stack_of_a_running_python_process_names_its_line(tmp_path):
 
 def test_no_stack_when_no_python_process_runs():
     assert stacks.stacks("algo-1", [2 ** 22 + 7]) == "no Python process of the script is running on algo-1"
+
+
+def waiting_run(*samples, waiting=("r",)):
+    progress = stall.Progress(BOUND, names, waiting_margin_sec=30)
+    progress.waiting |= set(waiting)
+    for at, used in samples:
+        progress.cpu_sample(at, used)
+    return progress
+
+
+IDLE_FROM_0 = [(at, {"r": 0.0}) for at in range(0, 131, 10)]
+WAITING_CASES = {
+    "waiting: not at the bound": (waiting_run(*IDLE_FROM_0[:11]), 100, None),
+    "waiting: at the bound and its margin": (waiting_run(*IDLE_FROM_0), 130, "r"),
+    "blocked in its own code: at the bound": (waiting_run(*IDLE_FROM_0[:11], waiting=()), 100, "r"),
+}
+
+
+@pytest.mark.parametrize("case", WAITING_CASES)
+def test_a_rank_waiting_inside_the_libraries_gets_a_margin_for_the_process_it_waits_for(case):
+    progress, now, stalled = WAITING_CASES[case]
+    found = progress.stall(now)
+    assert (found.who if found else None) == stalled
+
+
+def test_a_waiting_rank_that_works_again_loses_its_margin():
+    progress = waiting_run((0, {"r": 0.0}), (100, {"r": 50.0}))
+    assert progress.stall(100) is None and progress.waiting == set()
+
+
+PY_SPY_DUMP = """Process 20157: python hvd_stall.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 20160 (idle): "grpc_global_timer"
+    wait (threading.py:327)
+Thread 20157 (idle): "MainThread"
+    horovod_allreduce (<string>:58)
+    _allreduce (horovod/tensorflow/mpi_ops.py:130)
+    main (hvd_stall.py:30)
+"""
+
+
+def test_the_main_threads_innermost_frame_is_read_from_py_spys_dump():
+    assert stacks.innermost_file(PY_SPY_DUMP) == "<string>"
+    assert stacks.innermost_file("(py-spy could not read it: Permission denied)") is None
+
+
+@pytest.mark.parametrize("body, in_library", [
+    ("import time\n\n\ndef own_work():\n    time.sleep(60)\n\n\nown_work()\n", False),
+    ("import queue\n\n\ndef wait_for_a_peer():\n    queue.Queue().get()\n\n\nwait_for_a_peer()\n", True),
+], ids=["in its own code", "inside the standard library's queue"])
+def test_a_process_is_told_waiting_in_a_library_from_blocked_in_its_own_code(tmp_path, body, in_library):
+    (tmp_path / "job.py").write_text(body)
+    child = subprocess.Popen([sys.executable, "job.py"], cwd=tmp_path)
+    try:
+        time.sleep(1.5)
+        assert stacks.waits_in_library(child.pid, str(tmp_path)) is in_library
+    finally:
+        child.kill()
+        child.wait()

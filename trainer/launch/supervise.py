@@ -261,16 +261,29 @@ TF_PEER_LOST = (
 )
 
 
+def lost_peer(plan, tf_message: str) -> str | None:
+    """"worker on algo-2 stopped answering (...)": the process of the job that TensorFlow's
+    message says is gone (its last such message), if it says so."""
+    found = None
+    for pattern, meaning in TF_PEER_LOST:
+        for lost in pattern.finditer(tf_message):
+            if found is None or lost.start() > found[0]:
+                found = (lost.start(), lost, meaning)
+    if found is None:
+        return None
+    _, lost, meaning = found
+    task = {"type": lost.group("job"), "index": int(lost.group("task"))}
+    peer = next((p for p in plan.processes if p.tf_config and p.tf_config["task"] == task), None)
+    name = peer.name if peer else f"TensorFlow task /job:{task['type']}/task:{task['index']}"
+    return f"{name} {meaning.format(**lost.groupdict())}"
+
+
 def lost_peer_reason(plan, who: str, tf_message: str) -> str:
     """The failure reason of a process whose collective or RPC failed because another
     process of the job is gone: names that process when TensorFlow says which it was."""
-    for pattern, meaning in TF_PEER_LOST:
-        lost = pattern.search(tf_message)
-        if lost:
-            task = {"type": lost.group("job"), "index": int(lost.group("task"))}
-            peer = next((p for p in plan.processes if p.tf_config and p.tf_config["task"] == task), None)
-            name = peer.name if peer else f"TensorFlow task /job:{task['type']}/task:{task['index']}"
-            return f"{who}: {name} {meaning.format(**lost.groupdict())}: it failed, was preempted or crashed; see its own log"
+    peer = lost_peer(plan, tf_message)
+    if peer:
+        return f"{who}: {peer}: it failed, was preempted or crashed; see its own log"
     return (f"{who}: lost contact with another process of the job (TensorFlow's UnavailableError, below); "
             "the one that failed first names itself in its own host's failure file or log")
 

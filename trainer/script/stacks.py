@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ log = logging.getLogger("trainer")
 PY_SPY_TIMEOUT_SEC = 20.0
 LINES_PER_PROCESS = 30  # each thread's innermost frames come first in py-spy's dump
 MAX_PROCESSES = 16  # a host's ranks; a data loader's many workers are cut here
+INNERMOST = re.compile(r"\((.+):\d+\)\s*$")  # "    main (train.py:30)"
 
 
 def python_descendants(roots: list[int]) -> list[int]:
@@ -77,6 +79,29 @@ def stack_of(pid: int) -> str:
     if len(lines) > LINES_PER_PROCESS:
         lines = lines[:LINES_PER_PROCESS] + [f"    ... {len(lines) - LINES_PER_PROCESS} more lines"]
     return "\n".join(lines)
+
+
+def innermost_file(stack: str) -> str | None:
+    """The file of the main thread's innermost frame in py-spy's dump."""
+    lines = stack.splitlines()
+    for index, line in enumerate(lines[:-1]):
+        if line.startswith("Thread ") and line.endswith('"MainThread"'):
+            frame = INNERMOST.search(lines[index + 1])
+            return frame.group(1) if frame else None
+    return None
+
+
+def waits_in_library(pid: int | None, code_dir: str) -> bool:
+    """Whether the process's main thread is inside code other than the script's own
+    (TensorFlow's, Horovod's: a collective or a remote call waiting for another process)."""
+    if pid is None:
+        return False
+    path = innermost_file(stack_of(pid))
+    if path is None:
+        return False
+    # py-spy shows a file by its path under the folder Python found it in (sys.path).
+    own = os.path.join(code_dir, path) if not os.path.isabs(path) else path
+    return not (os.path.realpath(own).startswith(os.path.realpath(code_dir) + os.sep) and os.path.exists(own))
 
 
 def stacks(host: str, roots: list[int]) -> str:

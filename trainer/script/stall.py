@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from trainer.launch import peers
-from trainer.launch.supervise import processes_table
+from trainer.launch.supervise import lost_peer, processes_table
 from trainer.report import write_failure
 from trainer.script import stacks
 
@@ -49,15 +49,21 @@ class Stall:
     who: str  # "rank 3 on algo-2"
     seconds: float  # without progress
     how: str  # what showed it
+    idle_rank: str | None = None  # the process table's: the idle rank's key
 
 
 class Progress:
     """What was seen of the ranks' progress, and whether it has stalled (no threads, no
     processes: the decisions only, fed with times)."""
 
-    def __init__(self, bound_sec: float, name_of_rank):
+    def __init__(self, bound_sec: float, name_of_rank, waiting_margin_sec: float = 0.0):
         self.bound_sec = bound_sec
         self.name_of_rank = name_of_rank  # int -> "rank 3 on algo-2"
+        # An idle rank whose stack shows it waiting inside the libraries (a collective, a
+        # remote call) waits for some other process: this much longer, so that where the
+        # job really stopped (that process's own host) is found and named first.
+        self.waiting_margin_sec = waiting_margin_sec
+        self.waiting: set[str] = set()
         self._cpu: dict[str, list[tuple[float, float]]] = {}  # rank -> [(time, CPU seconds)]
         self._reports: list[tuple[float, frozenset[int], float]] = []  # Horovod: (time, missing, check period)
 
@@ -65,8 +71,8 @@ class Progress:
         for rank, used in cpu_seconds.items():
             samples = self._cpu.setdefault(rank, [])
             samples.append((now, used))
-            # Keep one sample at least a bound old: the window starts there.
-            while len(samples) > 2 and samples[1][0] <= now - self.bound_sec:
+            # Keep one sample at least the longest window old: the window starts there.
+            while len(samples) > 2 and samples[1][0] <= now - self.bound_sec - self.waiting_margin_sec:
                 samples.pop(0)
         for rank in set(self._cpu) - set(cpu_seconds):
             del self._cpu[rank]  # ended: its process is gone
@@ -95,11 +101,26 @@ class Progress:
 
     def _idle_rank(self, now: float) -> Stall | None:
         for rank, samples in sorted(self._cpu.items()):
-            start_at, start_used = samples[0]
-            if now - start_at >= self.bound_sec and samples[-1][1] - start_used < IDLE_CPU_SHARE * (now - start_at):
-                return Stall(rank, now - start_at, f"its processes used {samples[-1][1] - start_used:.1f} s of CPU "
-                                                   "in that time: blocked or waiting")
+            if not self._idle_for(samples, now, self.bound_sec):
+                self.waiting.discard(rank)  # it works again
+                continue
+            if rank not in self.waiting:
+                return self._idle_for(samples, now, self.bound_sec, rank)
+            waited = self._idle_for(samples, now, self.bound_sec + self.waiting_margin_sec, rank)
+            if waited:
+                return waited
         return None
+
+    @staticmethod
+    def _idle_for(samples, now: float, bound: float, rank: str = "") -> Stall | None:
+        starts = [sample for sample in samples if sample[0] <= now - bound]
+        if not starts:
+            return None
+        start_at, start_used = starts[-1]
+        used = samples[-1][1] - start_used
+        if used >= IDLE_CPU_SHARE * (now - start_at):
+            return None
+        return Stall(rank, now - start_at, f"its processes used {used:.1f} s of CPU in that time", rank)
 
 
 def rank_processes(root: int) -> dict[int, list[int]]:
@@ -149,8 +170,12 @@ class StallWatch:
         self.output_dir = output_dir or job.output_dir
         bound = job.hyperparameters.stall_timeout_sec
         self.poll_sec = min(15.0, max(1.0, bound / 20))
+        self.code_dir = job.entry_point.code_dir
+        self.plan = plan
+        # A process of a script run once per host has no rank of its own (-1): the plan names it.
+        self.process_name = next((p.name for p in plan.on_host(self.host) if p.role != "ps"), self.host)
         self.progress = Progress(bound, lambda rank: plan.process(rank).name if rank < len(plan.processes)
-                                 else f"rank {rank}")
+                                 else f"rank {rank}", waiting_margin_sec=min(120.0, max(15.0, bound / 4)))
         self.stalled: Stall | None = None
         self._missing: set[int] | None = None  # a Horovod report being read
         self._check_sec = 60.0
@@ -179,6 +204,10 @@ class StallWatch:
             self.progress.horovod_report(time.monotonic(), frozenset(self._missing), self._check_sec)
         self._missing = None
 
+    def _name(self, pid: int) -> str:
+        name = stacks.rank_name(pid)
+        return f"{name} on {self.host}" if name.startswith("rank ") else f"{self.process_name} ({name})"
+
     def follow(self, supervised) -> "StallWatch":
         self._supervised = supervised
         threading.Thread(target=self._watch, args=(supervised,), daemon=True, name="script-stall-watch").start()
@@ -191,16 +220,30 @@ class StallWatch:
         root = supervised.process.pid
         while not self._done.wait(self.poll_sec):
             now = time.monotonic()
-            ranks = rank_processes(root)
+            ranks = {self._name(pid): (pid, tree) for pid, tree in rank_processes(root).items()}
             with self._lock:
                 if self._missing is not None and self._missing:
                     self._close_report()
-                self.progress.cpu_sample(now, {f"{stacks.rank_name(pid)} on {self.host}": cpu_seconds(tree)
-                                               for pid, tree in ranks.items()})
+                self.progress.cpu_sample(now, {rank: cpu_seconds(tree) for rank, (_, tree) in ranks.items()})
                 stall = self.progress.stall(now)
-            if stall is not None and not self._done.is_set():
-                self._end(supervised, stall)
-                return
+            if stall is None or self._done.is_set():
+                continue
+            if stall.idle_rank and stall.idle_rank not in self.progress.waiting and stacks.waits_in_library(
+                    ranks.get(stall.idle_rank, (None,))[0], self.code_dir):
+                with self._lock:
+                    self.progress.waiting.add(stall.idle_rank)
+                log.warning("%s has used no CPU for %.0f s, waiting inside TensorFlow or Horovod (a collective or a "
+                            "remote call) for another process: if that one's host does not end the job first, this "
+                            "one does in %.0f s", stall.who, stall.seconds, self.progress.waiting_margin_sec)
+                continue
+            if stall.idle_rank in self.progress.waiting:
+                peer = lost_peer(self.plan, supervised.output_tail)
+                stall = Stall(stall.who, stall.seconds, f"{stall.how}, waiting inside TensorFlow or Horovod for "
+                                                        f"another process of the job"
+                                                        + (f" (TensorFlow's last word: {peer})" if peer else ""),
+                              stall.idle_rank)
+            self._end(supervised, stall)
+            return
 
     def _end(self, supervised, stall: Stall) -> None:
         self.stalled = stall
