@@ -2,6 +2,7 @@
 a rank of a Horovod script killed. Each asserts the exit status, the failure file's first
 line and, as a hang guard, a bound on the time to end; no script process outlives the job."""
 import os
+import re
 import signal
 import time
 
@@ -75,6 +76,9 @@ def test_a_script_that_ignores_sigterm_is_killed_after_its_grace(aws_split, tmp_
     assert run.exit_code == 143, run.log[-3000:]
     assert line == "stopped by SIGTERM: script keras_train.py (rank 0 on algo-1) was killed by signal 9 (SIGKILL)", line
     assert "still running 3 s after SIGTERM: killed" in run.log
+    # Where the script was when it was killed (it trains: its stack is inside Keras' fit).
+    assert re.search(r"when they were killed:\nrank 0 \(pid \d+\) on algo-1:\n(.*\n)*?.*\(keras_train\.py:\d+\)",
+                     run.failure), run.failure
     assert 3 <= seconds < END_WITHIN_SEC
     record_fault("a training script that ignores SIGTERM (stop_grace_sec=3)", line, seconds)
 

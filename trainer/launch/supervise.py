@@ -157,7 +157,7 @@ class Supervised:
 
     `stop_grace_sec`: the child runs in a process group of its own (a shell script's
     children get the signals too), and what is still running that long after a SIGTERM
-    is killed (`before_kill()` first: a script's stacks).
+    is killed (`before_kill(this)` first: a script's stacks).
 
     `on_line(text)`: each line of the child's output, as it comes (a stall watch reads
     Horovod's reports there)."""
@@ -204,7 +204,7 @@ class Supervised:
                     if self._grace_is_over():
                         log.warning("still running %.0f s after SIGTERM: killed", self.stop_grace_sec)
                         if self._before_kill is not None:
-                            self._before_kill()
+                            self._before_kill(self)
                         if self.stop_grandchildren:
                             send_signal(children_of(self.process.pid), signal.SIGKILL)
                         self._signal(signal.SIGKILL)
@@ -324,6 +324,10 @@ def run_mpirun(job, plan, command, cwd: str | None = None, explain=None, watch=N
     if mpirun.stop_requested:
         if reported:
             raise AlreadyReported(EXIT_STOPPED)  # the ranks said where they stopped
+        if watch is not None and watch.stacks_at_kill:
+            write_failure(job.output_dir, f"stopped by SIGTERM; the ranks did not end within their grace "
+                                          f"(stop_grace_sec) and were killed", watch.stacks_at_kill)
+            raise AlreadyReported(EXIT_STOPPED)
         raise Stopped(f"stopped by SIGTERM; the ranks ended (mpirun's exit code {exit_code}) and none said "
                       "what it saved")
     blamed = first_failed_rank(mpirun.output_tail)

@@ -163,7 +163,7 @@ def run(job, plan, toolkit_env) -> None:
                 if watch.ended_by is not None and code != 0:
                     # Another host failed first: this script was ended for it, where its stacks say.
                     raise watch.ended_with_stacks
-            _end_with(job, process, script, code)
+            _end_with(job, process, script, code, progress.stacks_at_kill)
             if ps_task is not None:
                 _serve_the_workers_to_their_end(job)
     finally:
@@ -215,12 +215,12 @@ class _Unwatched(Exception):
     """This host's script has ended: its watch of the others is over."""
 
 
-def _end_with(job, process, script, code: int) -> None:
+def _end_with(job, process, script, code: int, stacks_at_kill: str = "") -> None:
     if code == 0:
         return
     if script.stop_requested:
         reason = f"stopped by SIGTERM: script {job.entry_point.program} ({process.name}) {supervise.how_it_ended(code)}"
-        write_failure(job.output_dir, reason)
+        write_failure(job.output_dir, reason, stacks_at_kill)
         raise AlreadyReported(EXIT_STOPPED if code < 0 else code)
     report_script_failure(job, process.name, supervise.how_it_ended(code), script.output_tail)
     raise AlreadyReported(exit_code_of(code))

@@ -181,7 +181,7 @@ class StallWatch:
         self._check_sec = 60.0
         self._lock = threading.Lock()
         self._done = threading.Event()
-        self._supervised = None
+        self.stacks_at_kill = ""
 
     def feed(self, line: str) -> None:
         text = MPI_TAG.sub("", line)
@@ -209,7 +209,6 @@ class StallWatch:
         return f"{name} on {self.host}" if name.startswith("rank ") else f"{self.process_name} ({name})"
 
     def follow(self, supervised) -> "StallWatch":
-        self._supervised = supervised
         threading.Thread(target=self._watch, args=(supervised,), daemon=True, name="script-stall-watch").start()
         return self
 
@@ -260,9 +259,9 @@ class StallWatch:
             time.sleep(OTHER_HOSTS_STACKS_SEC / 2)
         supervised.end(grace_sec=10.0)
 
-    def stacks_before_kill(self) -> None:
-        """A script still running after its grace past a SIGTERM: where each rank was."""
-        where = stacks.stacks(self.host, [self._supervised.process.pid])
-        write_failure(self.output_dir, f"script {self.program} on {self.host} did not end within its grace after "
-                      f"SIGTERM (stop_grace_sec): killed", f"the stacks of its processes then:\n{where}")
-        log.error("the script's processes on %s when they were killed:\n%s", self.host, where)
+    def stacks_before_kill(self, supervised) -> None:
+        """A script still running after its grace past a SIGTERM: where each rank was, in the
+        log now and below the reason in the failure file (`stacks_at_kill`)."""
+        where = stacks.stacks(self.host, [supervised.process.pid])
+        self.stacks_at_kill = f"the stacks of the script's processes on {self.host} when they were killed:\n{where}"
+        log.error("%s", self.stacks_at_kill)
