@@ -18,7 +18,8 @@ def test_a_stalled_horovod_rank_ends_the_job_named(sdk_path, tmp_path):
                             "sagemaker_network_interface_name": "eth0", "sagemaker_mpi_num_of_processes_per_host": 2},
         "script": user_scripts(tmp_path, "hvd_stall.py")}, timeout=TWO_HOST_TIMEOUT_SEC)
     assert "error" in result and "model_data" not in result, log[-4000:]
-    assert result["exits"][0]["exit_code"] == 3, (result["exits"], log[-4000:])  # the master's: stalled
+    # The master's host ends with exit code 3 (stalled); the other host reads why and ends first.
+    assert sorted(e["exit_code"] for e in result["exits"]) == [1, 3], (result["exits"], log[-4000:])
     assert re.search(r"script hvd_stall\.py: rank 3 on algo-2-\w+ made no progress for \d+ s: never joined the "
                      r"Horovod collective", log), log[-4000:]
     assert re.search(r"rank 0 \(pid \d+\) on algo-1-\w+:\n.*\n(.*\n)*?.*main \(hvd_stall\.py:30\)", log), log[-4000:]

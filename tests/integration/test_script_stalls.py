@@ -39,7 +39,6 @@ def test_a_horovod_rank_that_skips_an_allreduce_ends_the_job_named_with_its_line
     # ... and the other host's stacks show where rank 3 is instead.
     other = failure_of(tmp_path, "algo-2")
     assert re.search(r"rank 3 \(pid \d+\) on algo-2:\n.*\n\s+write_the_report_alone \(hvd_stall\.py:\d+\)", other), other
-    assert "stall_timeout_sec" not in run.log.split("hvd_stall.py", 1)[-1].split("\n")[0]  # not the script's argument
     assert took < BOUND_SEC + 150, took  # the job's start (ranks, TensorFlow) plus the bound plus the ending
 
 

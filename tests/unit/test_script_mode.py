@@ -406,9 +406,10 @@ def test_the_container_s_own_settings_are_not_the_script_s_arguments(tmp_path):
     data.write_bytes(b"")
     local = LocalJob({"training": [str(data)]}, {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(code),
                                                  "peer_wait_sec": "60", "stop_grace_sec": "30", "batch_size": "64",
-                                                 "warmup_steps": "10"})
+                                                 "warmup_steps": "10", "stall_timeout_sec": "120"})
     the_job = read_job(local.lay_out(str(tmp_path / "job"))["algo-1"])
     assert the_job.hyperparameters.stop_grace_sec == 30.0  # the container's
+    assert the_job.hyperparameters.stall_timeout_sec == 120.0
     assert script_process.command(the_job)[2:] == ["--batch_size", "64", "--warmup_steps", "10"]
     env = script_process.environment(the_job, make_plan(the_job), make_plan(the_job).processes[0])
     assert json.loads(env["SM_HPS"]) == {"batch_size": 64, "warmup_steps": 10}
