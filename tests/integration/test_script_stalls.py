@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import PROJECT_ROOT, run_local
+from conftest import PROJECT_ROOT, pids_of, run_local
 
 pytestmark = pytest.mark.slow
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
@@ -40,6 +40,7 @@ def test_a_horovod_rank_that_skips_an_allreduce_ends_the_job_named_with_its_line
     other = failure_of(tmp_path, "algo-2")
     assert re.search(r"rank 3 \(pid \d+\) on algo-2:\n.*\n\s+write_the_report_alone \(hvd_stall\.py:\d+\)", other), other
     assert took < BOUND_SEC + 150, took  # the job's start (ranks, TensorFlow) plus the bound plus the ending
+    assert not pids_of("hvd_stall.py", {"TRAINER_RANK": "3"})  # the stalled rank is not left behind
 
 
 def test_a_pause_longer_than_horovods_check_and_shorter_than_the_bound_is_not_cut(aws_split, tmp_path):

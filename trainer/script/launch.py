@@ -255,8 +255,13 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
         if ps_task.poll() is not None:
             raise JobError(f"ps task on {job.current_host} {supervise.how_it_ended(ps_task.returncode)}")
 
-    supervise.follow_leader(job, plan, f"the master on {plan.leader}", alive=alive,
-                            on_stop=script.terminate)
+    try:
+        supervise.follow_leader(job, plan, f"the master on {plan.leader}", alive=alive, on_stop=script.terminate)
+    except (JobError, PeerLost, Stopped) as err:
+        if script.process.poll() is not None:
+            raise
+        # The master failed or stopped (or this host's PS task did): where this host's script was.
+        raise stacks.failed_with_stacks(job, err, [script.process.pid]) from err
     grace = job.hyperparameters.ps_worker_grace_sec
     program = job.entry_point.program
     running = script.process.poll() is None
