@@ -27,18 +27,18 @@ import tempfile
 import threading
 import time
 
-from trainer.script import process as script_process
-from trainer.script import stacks, stall
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import intermediate_output, peers, requirements, supervise
 from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
+from trainer.script import process as script_process
+from trainer.script import stacks, stall
+from trainer.script.stall import MPI_TAG
 
 log = logging.getLogger("trainer")
 OUTPUT_LINES_IN_FAILURE = 30
 # The last line of a Python traceback ("KeyError: 'SM_CHANNEL_X'"), else a shell's error.
 EXCEPTION_LINE = re.compile(r"^[\w.]+(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 ERROR_LINE = re.compile(r".*(?:error|not found|No such file).*", re.IGNORECASE)
-MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 
 
 def prepare(job, toolkit_env) -> None:

@@ -35,7 +35,7 @@ log = logging.getLogger("trainer")
 # Less than this share of one core over the whole bound is no progress: a waiting process's
 # own threads (gRPC's polls, TensorFlow's heartbeats) use a fraction of it.
 IDLE_CPU_SHARE = 0.01
-MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")  # mpirun --tag-output's, with the rank
 HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
 HOROVOD_MISSING_RANK = re.compile(r"^\s*(\d+): \[")
 TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
