@@ -35,7 +35,12 @@ def run_process(job, plan, process) -> dict:
 
 
 def serve_task(job, plan, role: str) -> None:
-    """Run this host's parameter-server task (`ps` or `worker`) until stopped."""
+    """Run this host's parameter-server task (`ps` or `worker`), or tf.data service task
+    (`dispatcher`, `data_worker`), until stopped."""
+    if plan.data_service and job.current_host in plan.data_service.hosts:
+        from trainer.data.service import serve as serve_data
+
+        return serve_data(plan.data_service, role, job.current_host)
     process = next(p for p in plan.on_host(job.current_host) if p.role == role)
     # The host's PS, worker and (on the first host) coordinator share its CPUs.
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, 1)

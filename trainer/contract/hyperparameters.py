@@ -192,7 +192,7 @@ CONTAINER_ONLY = frozenset({
     "entry_point_kind", "distribution", "processes_per_host", "mpi_options", "stop_grace_sec", "peer_wait_sec",
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
-    "allow_pin_changes", "ps_worker_grace_sec", "stall_timeout_sec",
+    "allow_pin_changes", "ps_worker_grace_sec", "stall_timeout_sec", "training_groups", "data_hosts_run",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -308,6 +308,15 @@ SPECS: tuple[Spec, ...] = (
          "script has ended, how long each worker host's script may take to end by itself (an Estimator's worker "
          "returns once it sees the last step; every host's parameter server keeps serving meanwhile) before it is "
          "stopped, as a TF 2 worker that serves until stopped is.", group="distribution", minimum=0.0),
+    Spec("training_groups", "str", "auto", "Heterogeneous clusters: the instance groups that train (names, "
+         "comma-separated); the other groups feed them through tf.data service. auto: the SDK's distribution "
+         "instance_groups, else the groups of GPU instance types (trainer plan says which and why).",
+         group="distribution"),
+    Spec("data_hosts_run", "str", "service", "Heterogeneous clusters with a user's script: what the hosts of the "
+         "groups that do not train run; service: the container's tf.data service dispatcher and workers (the "
+         "script's training reads through them, e.g. with trainer.kit.from_data_service); script: the script "
+         "itself, as in AWS's container, which then starts what it needs.", group="distribution",
+         choices=("service", "script")),
     Spec("peer_wait_sec", "float", 300.0, "Multi-host jobs: how long each host waits for the "
          "others to resolve and answer (their train, parameter-server tasks, sshd) before the job fails "
          "naming the ones missing; logged every 10 s while it lasts. Also how long a host whose part "

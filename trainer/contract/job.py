@@ -62,6 +62,15 @@ class Channel:
 
 
 @dataclass(frozen=True)
+class InstanceGroup:
+    """One instance group of a heterogeneous cluster, as resourceconfig.json lists it."""
+
+    name: str
+    instance_type: str
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Job:
     base_dir: str
     hosts: tuple[str, ...]
@@ -83,6 +92,10 @@ class Job:
     # Where TensorBoard's event files go, uploaded live by SageMaker when the job asks for it
     # ("" outside a job read from its folder: nothing is written).
     tensorboard_dir: str = ""
+    # A heterogeneous cluster's instance groups (none: one instance type, SageMaker's
+    # "homogeneousCluster"), and the group this host is in.
+    instance_groups: tuple[InstanceGroup, ...] = ()
+    current_group: str = ""
 
     @property
     def host_index(self) -> int:
@@ -207,12 +220,32 @@ def _hosts(resource_config: dict, rc_path: str) -> tuple[tuple[str, ...], str]:
         raise JobError(f"{rc_path}: 'hosts' must be a non-empty list of host names")
     if current_host not in hosts:
         raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
-    groups = resource_config.get("instance_groups") or []
-    if len(groups) > 1:
-        names = ", ".join(f"{g.get('instance_group_name')} ({g.get('instance_type')})" for g in groups)
-        raise JobError(f"{rc_path}: instance groups {names}: heterogeneous clusters are not supported by this "
-                       "image; run one instance type (instance_type and instance_count)")
     return tuple(hosts), current_host
+
+
+def _instance_groups(resource_config: dict, hosts: tuple[str, ...], rc_path: str) -> tuple[InstanceGroup, ...]:
+    """A heterogeneous cluster's groups, checked against the hosts; () for one instance type
+    (resourceconfig.json then lists one group, or none)."""
+    raw = resource_config.get("instance_groups") or []
+    if not isinstance(raw, list) or not all(isinstance(g, dict) for g in raw):
+        raise JobError(f"{rc_path}: 'instance_groups' must be a list of objects")
+    if len(raw) < 2:
+        return ()
+    groups, seen = [], {}
+    for group in raw:
+        name, members = group.get("instance_group_name"), group.get("hosts")
+        if not isinstance(name, str) or not name:
+            raise JobError(f"{rc_path}: an instance group without instance_group_name: {group}")
+        if not isinstance(members, list) or not all(isinstance(h, str) for h in members):
+            raise JobError(f"{rc_path}: instance group '{name}': 'hosts' must be a list of host names")
+        for host in members:
+            if host not in hosts:
+                raise JobError(f"{rc_path}: instance group '{name}' lists host {host!r}, which is not one of hosts {list(hosts)}")
+            if host in seen:
+                raise JobError(f"{rc_path}: host {host!r} is in instance groups '{seen[host]}' and '{name}'")
+            seen[host] = name
+        groups.append(InstanceGroup(name, str(group.get("instance_type", "")), tuple(members)))
+    return tuple(groups)
 
 
 def _entry_point(env) -> EntryPoint | None:
@@ -266,4 +299,7 @@ def read_job(base_dir: str | None = None) -> Job:
         checkpoint_dir=checkpoint_dir_of(environment.input_config_dir, base_dir),
         entry_point=entry_point,
         tensorboard_dir=tensorboard_dir_of(environment.input_config_dir, output_dir),
+        instance_groups=_instance_groups(resource_config, hosts, os.path.join(environment.input_config_dir,
+                                                                              "resourceconfig.json")),
+        current_group=str(resource_config.get("current_group_name", "") or ""),
     )

@@ -79,21 +79,28 @@ class InputSpec:
     # are listed there (ShardedByS3Key gives each host other files than the coordinator's),
     # its FIFOs read there, and its shard index is that worker's (trainer.data.ps_worker_input).
     on_ps_worker: bool = False
+    # Read by a heterogeneous cluster's data hosts (trainer.data.service): they list the
+    # channels' folders themselves (the channels need not be sent to the training hosts).
+    on_data_hosts: bool = False
 
     @staticmethod
-    def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0)) -> "InputSpec":
+    def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0),
+                     on_data_hosts: bool = False) -> "InputSpec":
         channels = tuple(channels)
         if len({c.input_mode for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} mix input modes; use one")
         files, formats = [], set()
         for channel in channels:
-            channel_files_ = [] if channel.is_pipe else channel_files(channel)
+            here = not channel.is_pipe and (not on_data_hosts or os.path.isdir(channel.path))
+            channel_files_ = channel_files(channel) if here else []
             files += channel_files_
             formats.add(resolve_format(requested_format, channel, channel_files_))
         if len(formats) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats")
         if len({c.is_gzip for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
+        if on_data_hosts:
+            return InputSpec(channels, formats.pop(), (), *shard, on_data_hosts=True)
         return InputSpec(channels, formats.pop(), tuple(files), *shard)
 
     @property
@@ -136,7 +143,7 @@ def _file_blocks(spec: InputSpec):
             records_ = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
         return records_.batch(READ_BLOCK_RECORDS)
 
-    if spec.on_ps_worker:  # the folders' top-level files, sorted
+    if spec.on_ps_worker or spec.on_data_hosts:  # the folders' top-level files, sorted, where read
         files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
         cycle_length = MAX_PARALLEL_FILE_READS
     else:
@@ -248,7 +255,7 @@ class EpochInput:
 
     def __init__(self, spec: InputSpec, parse_fn, batch_size: int, shuffle_buffer: int = 0,
                  seed: int | None = None, cache: bool = False, pipe_wait_sec: float = 600.0,
-                 reader: str = "project"):
+                 reader: str = "project", service=None):
         self.spec = spec
         self.parse_fn = parse_fn
         self.batch_size = batch_size
@@ -257,6 +264,9 @@ class EpochInput:
         self.cache = cache
         self.pipe_wait_sec = pipe_wait_sec
         self.reader = reader
+        # A heterogeneous cluster's data hosts (trainer.plan.types.DataService): they read,
+        # parse and batch; this process reads the batches (trainer.data.service). None: here.
+        self.service = service
         self._file_windows = None
 
     def dataset(self, pass_index: int, epoch: int | None = None, skip_batches: int = 0):
@@ -265,6 +275,15 @@ class EpochInput:
         batches of it already trained on."""
         epoch = pass_index if epoch is None else epoch
         seed = None if self.seed is None else self.seed + epoch
+        if self.service is not None:
+            # The same pipeline, run on the data workers, each parsing its share of the blocks;
+            # no cache (each pass is a job of its own there).
+            from trainer.data import service
+
+            blocks = service.split_among_workers(record_blocks(self.spec, pass_index, self.pipe_wait_sec))
+            batches = service.read_through(self._batches(self._windows(blocks, cache=False), seed),
+                                           self.service, self.batch_size)
+            return self._skip_and_prefetch(batches, skip_batches)
         # Pipe mode reads a new FIFO every pass; a parameter-server worker's pass is traced
         # anew every epoch (each trace is a graph of its own: nothing of it carries over).
         if self.spec.is_pipe or self.spec.on_ps_worker:
@@ -273,21 +292,24 @@ class EpochInput:
             if self._file_windows is None:  # one dataset of windows, so one cache, for every pass
                 self._file_windows = self._windows(record_blocks(self.spec, 0, self.pipe_wait_sec))
             windows = self._file_windows
-        return self._batches(windows, seed, skip_batches)
+        return self._skip_and_prefetch(self._batches(windows, seed), skip_batches)
 
-    def _windows(self, blocks):
+    def _windows(self, blocks, cache: bool | None = None):
         import tensorflow as tf
 
         window = max(self.shuffle_buffer, self.batch_size)
         windows = blocks.rebatch(window).map(self.parse_fn, num_parallel_calls=tf.data.AUTOTUNE)
-        return windows.cache() if self.cache else windows
+        return windows.cache() if (self.cache if cache is None else cache) else windows
 
-    def _batches(self, windows, seed, skip_batches: int):
-        import tensorflow as tf
-
+    def _batches(self, windows, seed):
         if self.shuffle_buffer:
             windows = shuffle_windows(windows, seed)
-        batches = windows.rebatch(self.batch_size)
+        return windows.rebatch(self.batch_size)
+
+    @staticmethod
+    def _skip_and_prefetch(batches, skip_batches):
+        import tensorflow as tf
+
         if not isinstance(skip_batches, int) or skip_batches:  # a tensor: a PS worker's own count
             batches = batches.skip(skip_batches)
         return batches.prefetch(tf.data.AUTOTUNE)

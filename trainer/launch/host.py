@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from trainer import worker
 from trainer.script import process as script_process
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import parameter_server, peers, supervise
+from trainer.launch import data_group, parameter_server, peers, supervise
 from trainer.script import launch as script_launch
 from trainer.script import stall
 from trainer.plan.planner import make_plan
@@ -32,17 +32,25 @@ def run(job) -> dict | None:
     plan = make_plan(job)
     log.info("entry point: %s", plan.entry)
     log.info("distribution: %s", describe(plan, job.runs_script))
-    if len(plan.hosts) == 1:
+    if plan.data_service:
+        log.info("instance groups: %s; data hosts %s", plan.data_service.why, ", ".join(plan.data_service.hosts))
+    if len(plan.job_hosts) == 1:
         return launch_host(job, plan, None)
-    status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.hosts)
+    status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.job_hosts)
+    watch = None
     try:
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
+        if plan.data_service and plan.launch.kind != LaunchKind.DATA_SERVICE:
+            watch = data_group.DataHostsWatch(job, plan, status)
         metrics = launch_host(job, plan, status)
     except BaseException as err:
         # Every other host may be waiting for something of this one's (its sshd, its tasks,
         # its end): the reason stays up until they have read it (tell_the_others_how_it_ended).
         status.finish(*final_state(err, job.output_dir))
         raise
+    finally:
+        if watch is not None:
+            watch.stop()
     status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
 
@@ -155,4 +163,5 @@ LAUNCHERS = {
     LaunchKind.MPIRUN: run_mpirun,
     LaunchKind.SAGEMAKER_MPI: run_toolkit_mpi,
     LaunchKind.PARAMETER_SERVER: parameter_server.run,
+    LaunchKind.DATA_SERVICE: data_group.run,
 }

@@ -8,7 +8,6 @@ import sys
 import threading
 
 from trainer import worker
-from trainer.errors import JobError
 from trainer.launch import peers, supervise
 from trainer.report import EXIT_JOB_ERROR
 
@@ -32,15 +31,8 @@ def run(launch) -> dict | None:
                              daemon=True).start()
             return worker.run_process(job, plan, plan.chief)
 
-        def tasks_alive():
-            for task, name in zip(tasks, names):
-                if task.poll() is not None:
-                    raise JobError(f"{name} {supervise.how_it_ended(task.returncode)}")
-
         # The tasks serve on after a SIGTERM: the coordinator saves its checkpoint through them.
-        supervise.follow_leader(job, plan, f"the coordinator on {plan.leader}", alive=tasks_alive,
-                                on_stop=lambda: log.warning("SIGTERM: this host's tasks serve until the "
-                                                            "coordinator has saved"))
+        supervise.serve_until_the_leader_ends(job, plan, tasks, names, f"the coordinator on {plan.leader}")
         return None
     finally:
         ending.set()

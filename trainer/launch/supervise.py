@@ -344,6 +344,19 @@ def run_mpirun(job, plan, command, cwd: str | None = None, explain=None, watch=N
     raise JobError(f"mpirun exited with code {exit_code} and no rank reported why")
 
 
+def serve_until_the_leader_ends(job, plan, tasks: list, names: list[str], who: str) -> None:
+    """This host's helper tasks (parameter-server tasks, tf.data service tasks) serve until
+    the plan's leader host (`who` in the log) has ended; a task that dies first fails this
+    host, named. They serve on after a SIGTERM: the leader saves its checkpoint through them."""
+    def tasks_alive():
+        for task, name in zip(tasks, names):
+            if task.poll() is not None:
+                raise JobError(f"{name} {how_it_ended(task.returncode)}")
+
+    follow_leader(job, plan, who, alive=tasks_alive,
+                  on_stop=lambda: log.warning("SIGTERM: this host's tasks serve until %s has saved", who))
+
+
 # After a SIGTERM a follower waits for the leader's save at most this much beyond its grace.
 FOLLOW_MARGIN_SEC = 20.0
 

@@ -63,6 +63,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance-type", default="local", help="e.g. ml.c5.2xlarge")
     parser.add_argument("--hosts", type=int, default=1,
                         help="hosts of the job (more than one: each in its own network namespace)")
+    parser.add_argument("--groups", type=instance_groups, default=(), metavar="NAME=COUNT[:TYPE],...",
+                        help="a heterogeneous cluster's instance groups, e.g. train=1,data=2:ml.c5.xlarge (TYPE: "
+                             "--instance-type if left out); its hosts are numbered across the groups in this order, "
+                             "and replace --hosts; say which train with --hp training_groups=NAME")
     parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
                         help="give this channel S3DistributionType ShardedByS3Key: each host gets "
                              "every n-th of its files (repeatable)")
@@ -74,6 +78,20 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-local-path", metavar="PATH",
                         help="the job's CheckpointConfig LocalPath (the SDK's checkpoint_local_path): where "
                              "checkpoints are written and resumed from (with several hosts, PATH/<host>)")
+
+
+def instance_groups(text: str) -> tuple[tuple[str, int, str], ...]:
+    """--groups: ((name, count, instance type or ""), ...)."""
+    groups = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, rest = item.partition("=")
+        count, _, instance_type = rest.partition(":")
+        if not sep or not name or not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"expected NAME=COUNT[:TYPE] (COUNT >= 1), got {item!r}")
+        groups.append((name, int(count), instance_type))
+    if len(groups) < 2 or len({name for name, _, _ in groups}) < len(groups):
+        raise argparse.ArgumentTypeError(f"expected two or more groups of distinct names, got {text!r}")
+    return tuple(groups)
 
 
 def write_json(path: str, value) -> None:
@@ -93,6 +111,7 @@ class LocalJob:
     sharded: frozenset = frozenset()  # channels with S3DistributionType ShardedByS3Key
     checkpoint_local_path: str | None = None  # checkpointconfig.json's LocalPath
     channel_config: tuple = ()  # (name, key, value): CompressionType, RecordWrapperType
+    groups: tuple = ()  # (name, count, instance type): a heterogeneous cluster's instance groups
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -111,8 +130,13 @@ class LocalJob:
                 raise SystemExit(f"trainer: --channel-config {name}:{key}={value}: accepted: "
                                  + "; ".join(f"{k}: {', '.join(v)}" for k, v in CHANNEL_SETTINGS.items()))
         checkpoints = os.path.abspath(args.checkpoint_local_path) if args.checkpoint_local_path else None
-        return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, args.hosts,
-                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config))
+        groups = tuple((name, count, instance_type or args.instance_type)
+                       for name, count, instance_type in getattr(args, "groups", ()))
+        hosts = sum(count for _, count, _ in groups) or args.hosts
+        if groups and args.hosts not in (1, hosts):
+            raise SystemExit(f"trainer: --hosts {args.hosts} and --groups ({hosts} hosts) disagree; give one")
+        return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, hosts,
+                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups)
 
     def settings(self, channel: str) -> dict[str, str]:
         """The channel's CompressionType and RecordWrapperType."""
@@ -131,6 +155,17 @@ class LocalJob:
         files = [f for path in self.channels[channel] for f in list_data_files(path)]
         return files[host_index::self.hosts] if channel in self.sharded else files
 
+    def instance_groups(self) -> list[dict]:
+        """resourceconfig.json's instance_groups: one group of every host, or --groups'."""
+        if not self.groups:
+            return [{"instance_group_name": "homogeneousCluster", "instance_type": self.instance_type,
+                     "hosts": self.host_names}]
+        names, groups = iter(self.host_names), []
+        for name, count, instance_type in self.groups:
+            groups.append({"instance_group_name": name, "instance_type": instance_type,
+                           "hosts": [next(names) for _ in range(count)]})
+        return groups
+
     def lay_out(self, job_dir: str, input_mode: str | None = None) -> dict[str, str]:
         """Create or refresh every host's /opt/ml-like folder; {host: folder}."""
         return {host: lay_out_host(self.host_dir(job_dir, host), self, index, input_mode or self.input_mode)
@@ -148,13 +183,14 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
     hosts = job.host_names
     write_json(os.path.join(config_dir, "hyperparameters.json"),
                {key: str(value) for key, value in job.hyperparameters.items()})
+    groups = job.instance_groups()
+    mine = next(g for g in groups if hosts[host_index] in g["hosts"])
     write_json(os.path.join(config_dir, "resourceconfig.json"), {
         "current_host": hosts[host_index],
         "hosts": hosts,
-        "current_instance_type": job.instance_type,
-        "current_group_name": "homogeneousCluster",
-        "instance_groups": [{"instance_group_name": "homogeneousCluster",
-                             "instance_type": job.instance_type, "hosts": hosts}],
+        "current_instance_type": mine["instance_type"],
+        "current_group_name": mine["instance_group_name"],
+        "instance_groups": groups,
         "network_interface_name": "eth0",
     })
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
@@ -331,4 +367,8 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
             feeder.stop()
         for feeder in feeders:
             feeder.join(timeout=5)
-    return folders[job.host_names[0]], exit_code
+    # The chief's folder (it holds the metrics): the first host's, but where the first group
+    # of a heterogeneous cluster only feeds the others.
+    chief = next((folder for folder in folders.values() if read_metrics(os.path.join(folder, "output", "data"))),
+                 folders[job.host_names[0]])
+    return chief, exit_code

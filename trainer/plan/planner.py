@@ -9,13 +9,16 @@ workers only carry it out.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from trainer import modes
 from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
-from trainer.plan import sdk
+from trainer.plan import groups, sdk
 from trainer.plan.layout import Layout, check_channels
-from trainer.plan.types import MPI_KINDS, LaunchKind, Plan, SshTrust
+from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, MPI_KINDS, STATUS_PORT, Launch, LaunchKind,
+                                PeerWait, Plan, Process, SshTrust)
 
 STEPS_PER_EXECUTION = 32
 
@@ -93,6 +96,45 @@ def _input_mode(job, channels) -> str:
 
 
 def make_plan(job) -> Plan:
+    """The plan of `job`; on a heterogeneous cluster whose groups that do not train feed the
+    others (trainer.plan.groups), the training groups' plan, with the data service beside it."""
+    training_hosts, service = groups.split(job)
+    if service is None:
+        return _training_plan(dataclasses.replace(job, hosts=training_hosts) if job.instance_groups else job)
+    on_data_host = job.current_host not in training_hosts
+    view = dataclasses.replace(job, hosts=training_hosts,
+                               current_host=training_hosts[0] if on_data_host else job.current_host)
+    plan = _training_plan(view)
+    _check_data_service(job, plan, service)
+    data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
+                                   eval_shard=None, gpu=None)
+                           for host in service.hosts
+                           for role in (("dispatcher", "data_worker") if host == service.dispatcher else ("data_worker",)))
+    plan = dataclasses.replace(plan, data_service=service, processes=plan.processes + data_processes)
+    if on_data_host:
+        # A data host serves until the training ends: it follows the first training host.
+        return dataclasses.replace(plan, current_host=job.current_host, launch=Launch(LaunchKind.DATA_SERVICE),
+                                   peer_waits=(PeerWait(training_hosts[0], STATUS_PORT, "train"),),
+                                   leader=training_hosts[0], watch_peers=False, ssh_trust=None)
+    waits = tuple(PeerWait(host, port, what) for host in service.hosts for port, what in
+                  (((DISPATCHER_PORT, "tf.data dispatcher"),) if host == service.dispatcher else ()) +
+                  ((STATUS_PORT, "train"), (DATA_WORKER_PORT, "tf.data worker")))
+    return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
+
+
+def _check_data_service(job, plan, service) -> None:
+    """What a data group cannot feed."""
+    if plan.mode == "parameter_server":
+        raise JobError(f"instance groups: {service.why}: "
+                       "parameter servers read their input on each worker's own host, not through a data group; "
+                       "use horovod or multi_worker_mirrored on the training group, or no data group")
+    if plan.input_mode == "Pipe" and not job.runs_script:
+        raise JobError("instance groups: a data group reads the training channels' files on its own hosts; a "
+                       "Pipe-mode channel streams to one reader on the host it is sent to: use File (or FastFile) "
+                       "mode for a job with a data group")
+
+
+def _training_plan(job) -> Plan:
     hp = job.hyperparameters
     mode, reason = choose_mode(job)
     layout = _layout(job, mode)

@@ -38,6 +38,31 @@ class Process:
 # Every host's `train` in a multi-host job answers here with its state (next to SageMaker's
 # TensorFlow ports 2222-2224; trainer.launch.peers).
 STATUS_PORT = 2225
+# A heterogeneous cluster's tf.data service: its dispatcher (on the first data host) and a
+# worker on every data host.
+DISPATCHER_PORT, DATA_WORKER_PORT = 2226, 2227
+
+
+@dataclass(frozen=True)
+class DataService:
+    """A heterogeneous cluster's input work on the hosts of the groups that do not train: a
+    tf.data service dispatcher on the first of them, a worker on each; the training
+    processes read their batches through it (trainer.data.service)."""
+
+    training_groups: tuple[str, ...]
+    data_groups: tuple[str, ...]
+    hosts: tuple[str, ...]  # the data hosts, each running a worker
+    why: str  # which groups train, and why
+    reading: str  # how the training processes read through it, and why
+
+    @property
+    def dispatcher(self) -> str:
+        return self.hosts[0]
+
+    @property
+    def address(self) -> str:
+        """The dispatcher, as tf.data's distribute() takes it."""
+        return f"grpc://{self.dispatcher}:{DISPATCHER_PORT}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +110,7 @@ class LaunchKind(str, enum.Enum):
     SAGEMAKER_MPI = "sagemaker_mpi"  # several hosts: the training toolkit's MPI runner over sshd
     PARAMETER_SERVER = "parameter_server"  # a PS and a worker task per host, the coordinator on the first
     SCRIPT = "script"  # the user's training script, one process per host
+    DATA_SERVICE = "data_service"  # a data host of a heterogeneous cluster: tf.data service tasks
 
     def __str__(self) -> str:
         return self.value
@@ -132,6 +158,14 @@ class Plan:
     watch_peers: bool = False
     # MPI across hosts: who logs in to whom over ssh (None: no sshd runs anywhere).
     ssh_trust: SshTrust | None = None
+    # A heterogeneous cluster whose groups that do not train feed the others (None: every
+    # host trains). `hosts` above are then the training hosts only.
+    data_service: DataService | None = None
+
+    @property
+    def job_hosts(self) -> tuple[str, ...]:
+        """Every host of the job: the training hosts, then the data hosts."""
+        return self.hosts + (self.data_service.hosts if self.data_service else ())
 
     def process(self, rank: int) -> Process:
         return next(p for p in self.processes if p.rank == rank)

@@ -51,13 +51,16 @@ class Inputs:
         parameter-server worker runs as its own (one graph for all: one seed, and a new
         dataset every epoch, so nothing to cache)."""
         hp = job.hyperparameters
-        spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard)
+        spec = InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard,
+                                      on_data_hosts=plan.data_service is not None)
         if on_ps_worker:
             spec = dataclasses.replace(spec, files=(), on_ps_worker=True)
         return EpochInput(spec, hooks.parse_fn(spec.data_format), batch_size, hp.shuffle_buffer,
                           hp.seed + (0 if on_ps_worker else process.rank or 0),
-                          not on_ps_worker and should_cache(hp.cache_input, spec, plan.processes_per_host),
-                          hp.pipe_wait_sec, "project" if on_ps_worker else pipe_reader(hp.pipe_reader, spec.channels))
+                          not on_ps_worker and plan.data_service is None
+                          and should_cache(hp.cache_input, spec, plan.processes_per_host),
+                          hp.pipe_wait_sec, "project" if on_ps_worker else pipe_reader(hp.pipe_reader, spec.channels),
+                          service=plan.data_service)
 
     @staticmethod
     def for_process(job: Job, plan, process, hooks, batch_size: int) -> "Inputs":
@@ -78,7 +81,8 @@ class Inputs:
         train = train or self.train
         spec = train.spec
         mode = spec.channels[0].input_mode + (f" read by {train.reader}" if spec.is_pipe else "")
-        where = " on each worker's host" if spec.on_ps_worker else ""
+        where = (" on each worker's host" if spec.on_ps_worker else
+                 f" through the data hosts' tf.data service ({', '.join(train.service.hosts)})" if train.service else "")
         index = "the worker's index" if spec.on_ps_worker else spec.shard_index
         text = (f"training channel(s) '{spec.name}'{where} ({mode}, {spec.data_format}, "
                 f"shard {spec.shard_count}/{index}, cache={train.cache})")

@@ -1,0 +1,88 @@
+"""Heterogeneous clusters: which instance groups train, and which feed them.
+
+SageMaker can run one job on groups of different instance types; the usual reason is to move
+the CPU-heavy input work (reading, parsing, augmenting) off the expensive training instances.
+Here the groups that train run the job's distribution mode among themselves only (its
+TF_CONFIG and MPI cover them, as AWS's toolkit does with the SDK's distribution
+`instance_groups`); the hosts of the other groups run a tf.data service (a dispatcher on the
+first, a worker on each) that the training processes read their batches from.
+"""
+from __future__ import annotations
+
+import re
+
+from trainer.errors import JobError
+from trainer.plan.types import DataService
+
+# The SDK's distribution `instance_groups`, as the framework hyperparameter it becomes.
+SDK_DISTRIBUTION_GROUPS = "sagemaker_distribution_instance_groups"
+GPU_INSTANCE_TYPE = re.compile(r"^ml\.(p\d|g\d)")  # ml.p3, ml.p4d, ml.g4dn, ml.g5 ...
+
+BUILT_IN_READING = (
+    "each training process is its own consumer of its own shard (the shard it reads without a data group), "
+    "and the data workers split that shard block by block (tf.data service's static sharding by hint: each "
+    "parses every N-th block of records), so every example is seen once an epoch and each process gets "
+    "exactly its batches; not parallel_epochs (every worker would produce the whole shard: each example N "
+    "times an epoch) nor distributed_epoch (it splits by file: a channel of one file would feed one worker); "
+    "evaluation is read by the training processes themselves, as without a data group")
+SCRIPT_READING = (
+    "the script reads through the dispatcher in TRAINER_DATA_SERVICE (trainer.kit.from_data_service: "
+    "distributed_epoch, each element of its dataset once an epoch, split among the workers as they ask)")
+
+
+def has_gpus(instance_type: str) -> bool:
+    return bool(GPU_INSTANCE_TYPE.match(instance_type))
+
+
+def _names(value) -> list[str]:
+    """A list of group names from a hyperparameter or the SDK's key (a list or "a,b")."""
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def _training_groups(job) -> tuple[list[str], str]:
+    """(the names of the groups that train, why)."""
+    groups = {g.name: g for g in job.instance_groups}
+    listed = ", ".join(f"{g.name} ({g.instance_type}, {len(g.hosts)} host(s))" for g in job.instance_groups)
+    setting = job.hyperparameters.training_groups
+    if setting.strip().lower() not in ("", "auto"):
+        names, why, where = _names(setting), "hyperparameter training_groups", "hyperparameter 'training_groups'"
+    elif job.framework_params.get(SDK_DISTRIBUTION_GROUPS):
+        names = _names(job.framework_params[SDK_DISTRIBUTION_GROUPS])
+        why, where = "the SDK's distribution instance_groups", f"{SDK_DISTRIBUTION_GROUPS} (the SDK's distribution instance_groups)"
+    else:
+        names = [g.name for g in job.instance_groups if has_gpus(g.instance_type)]
+        if not names or len(names) == len(groups):
+            raise JobError(f"instance groups {listed}: which of them train is not said; set the hyperparameter "
+                           "training_groups (e.g. training_groups=" + job.instance_groups[-1].name + ") or the "
+                           "SDK's distribution instance_groups; the other groups then feed them through tf.data service")
+        why = "the groups of GPU instance types"
+    unknown = [n for n in names if n not in groups]
+    if unknown:
+        raise JobError(f"{where}: no instance group named {', '.join(unknown)}; the job's groups: {listed}")
+    if not any(groups[n].hosts for n in names):
+        raise JobError(f"{where}: the training groups {', '.join(names)} have no hosts: no group to train on; "
+                       f"the job's groups: {listed}")
+    return names, why
+
+
+def split(job) -> tuple[tuple[str, ...], DataService | None]:
+    """(the training hosts, the data service of the other groups' hosts; None when every host trains)."""
+    if not job.instance_groups:
+        return job.hosts, None
+    names, why = _training_groups(job)
+    training = tuple(h for g in job.instance_groups if g.name in names for h in g.hosts)
+    feeding = [g for g in job.instance_groups if g.name not in names and g.hosts]
+    if not feeding:
+        return training, None
+    for group in feeding:
+        if has_gpus(group.instance_type):
+            raise JobError(f"instance group {group.name} ({group.instance_type}) has GPUs but does not train "
+                           f"({why}: {', '.join(names)}); its hosts would only run tf.data service workers on their "
+                           "CPUs: add it to training_groups, or give it a CPU instance type")
+    data_hosts = tuple(h for g in feeding for h in g.hosts)
+    reading = SCRIPT_READING if job.runs_script else BUILT_IN_READING
+    return training, DataService(tuple(names), tuple(g.name for g in feeding), data_hosts,
+                                 f"training: {', '.join(names)} ({why}); feeding them through tf.data service: "
+                                 f"{', '.join(g.name for g in feeding)}", reading)
