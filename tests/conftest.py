@@ -66,10 +66,13 @@ class JobRun:
 
 def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
                   hosts: int = 1, instance_type: str = "local", sharded: tuple = (),
-                  checkpoint_local_path=None, channel_config: tuple = ()) -> list[str]:
-    """The `trainer local` command line of a job (`sharded`: channels given ShardedByS3Key)."""
+                  checkpoint_local_path=None, channel_config: tuple = (), groups: str = "") -> list[str]:
+    """The `trainer local` command line of a job (`sharded`: channels given ShardedByS3Key;
+    `groups`: a heterogeneous cluster's instance groups, `--groups` of `trainer local`)."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
                "--hosts", str(hosts), "--instance-type", instance_type]
+    if groups:
+        command += ["--groups", groups]
     if checkpoint_local_path:
         command += ["--checkpoint-local-path", str(checkpoint_local_path)]
     for setting in channel_config:  # "NAME:KEY=VALUE"
@@ -84,17 +87,23 @@ def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, 
     return command
 
 
+def group_hosts(groups: str) -> int:
+    """The hosts of `trainer local --groups`' value (0: none given)."""
+    return sum(int(item.split("=")[1].split(":")[0]) for item in groups.split(",")) if groups else 0
+
+
 def first_host_folder(job_dir, hosts: int) -> str:
     return str(job_dir) if hosts == 1 else os.path.join(str(job_dir), "algo-1")
 
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
               timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local",
-              sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = ()) -> JobRun:
+              sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = (), groups: str = "") -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
-    several hosts, `job_dir` of the result is the first host's folder."""
+    several hosts (`hosts`, or the sum of `groups`'), `job_dir` of the result is the first host's folder."""
     command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded,
-                            checkpoint_local_path, channel_config)
+                            checkpoint_local_path, channel_config, groups)
+    hosts = group_hosts(groups) or hosts
     # Its own process group: a hang guard that fires stops every host of the job, not only `trainer local`.
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)

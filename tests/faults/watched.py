@@ -7,16 +7,17 @@ import subprocess
 import threading
 import time
 
-from conftest import PROJECT_ROOT, JobRun, first_host_folder, local_command
+from conftest import PROJECT_ROOT, JobRun, first_host_folder, group_hosts, local_command
 
 
 class WatchedJob:
     """`trainer local` started in the background, its output read as it comes."""
 
     def __init__(self, job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
-                 hosts: int = 1):
-        self.job_dir, self.hosts = job_dir, hosts
-        self.process = subprocess.Popen(local_command(job_dir, channels, hyperparameters, input_mode, hosts),
+                 hosts: int = 1, groups: str = ""):
+        self.job_dir, self.hosts = job_dir, group_hosts(groups) or hosts
+        self.process = subprocess.Popen(local_command(job_dir, channels, hyperparameters, input_mode, hosts,
+                                                      groups=groups),
                                         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

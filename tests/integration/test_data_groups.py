@@ -1,0 +1,71 @@
+"""Heterogeneous clusters through `trainer local --groups` (each host in its own network
+namespace): the training group's processes read their batches from the data group's
+tf.data service, for the built-in model, hooks and each mode that trains on the training
+group; the model ends as good as the same job without a data group."""
+import os
+import shutil
+
+import pytest
+
+from conftest import run_local
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                       reason="simulated hosts need network namespaces: root and iproute2"),
+]
+AUC_TOLERANCE = 0.01  # the same job without a data group; the service changes the order of batches only
+
+PARSE_HOOKS = '''
+import tensorflow as tf
+
+def parse_fn(serialized, hp):
+    """A user's own parsing (it runs on the data hosts): the DeepFM layout, values clipped."""
+    n = hp["field_size"]
+    parsed = tf.io.parse_example(serialized, {"ids": tf.io.FixedLenFeature([n], tf.int64),
+                                              "values": tf.io.FixedLenFeature([n], tf.float32),
+                                              "label": tf.io.FixedLenFeature([1], tf.float32)})
+    return {"ids": parsed["ids"], "values": tf.clip_by_value(parsed["values"], -10.0, 10.0)}, parsed["label"]
+'''
+
+CASES = {  # name: (training hosts, data hosts, hyperparameters)
+    "single, 2 data hosts": (1, 2, {}),
+    "hooks' parse_fn on the data host": (1, 1, {"user_module": "HOOKS"}),
+    "horovod 2 ranks, 1 data host": (1, 1, {"distribution": "horovod", "processes_per_host": 2}),
+    "multi_worker_mirrored on 2 hosts, 1 data host": (2, 1, {"distribution": "multi_worker_mirrored"}),
+}
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """Planted-signal data (`trainer datagen`), enough rows for a model to converge in 5
+    epochs, so the batches' order (which the service changes) moves its AUC by little."""
+    from trainer.data import datagen
+
+    generated = datagen.generate(str(tmp_path_factory.mktemp("planted")), 120_000, 30_000, files=3, feature_size=5721,
+                                 signal=0.55)
+    return {"training": generated["train"], "evaluation": generated["eval"]}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_data_group_feeds_the_training_group(planted, tmp_path, case):
+    training, data, extra = CASES[case]
+    if extra.get("user_module") == "HOOKS":
+        module = tmp_path / "parse_hooks.py"
+        module.write_text(PARSE_HOOKS)
+        extra = {**extra, "user_module": str(module)}
+    hp = {"num_epochs": 5, "feature_size": 5721, "training_groups": "train", **extra}
+    fed = run_local(tmp_path / "fed", planted, hp, groups=f"train={training},data={data}")
+    assert fed.exit_code == 0, fed.log[-4000:]
+    data_hosts = ", ".join(f"algo-{training + i + 1}" for i in range(data))
+    assert f"through the data hosts' tf.data service ({data_hosts})" in fed.log
+    assert fed.log.count("tf.data service worker") == data
+    alone = run_local(tmp_path / "alone", planted, {k: v for k, v in hp.items() if k != "training_groups"},
+                      hosts=training)
+    assert alone.exit_code == 0, alone.log[-4000:]
+    # Each process reads its own shard whole, in the same batches: the same steps.
+    assert fed.metrics["steps"] == alone.metrics["steps"]
+    auc = {"with a data group": fed.metrics["eval_auc"], "without": alone.metrics["eval_auc"]}
+    print(case, auc)
+    assert alone.metrics["eval_auc"] > 0.75, auc  # the planted signal was learnt
+    assert abs(auc["with a data group"] - auc["without"]) <= AUC_TOLERANCE, auc
