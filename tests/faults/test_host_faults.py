@@ -170,3 +170,27 @@ def test_a_host_whose_sshd_cannot_start_ends_every_host_within_seconds(aws_split
     assert seconds < 60, seconds  # peer_wait_sec is 300: nobody waited it out
     record_fault("Horovod across hosts: a host whose sshd cannot start, the first host's failure file", line,
                  seconds)
+
+
+def test_a_lost_data_host_ends_the_job_naming_it(aws_split, tmp_path, record_fault):
+    """A heterogeneous cluster's data host lost mid-training (SIGKILL to its `train`: its
+    tf.data service tasks die with it): the training host ends the job, naming it, instead of
+    waiting for the service's lost worker to come back."""
+    job = WatchedJob(tmp_path / "job", aws_split, {"num_epochs": 1000, "training_groups": "train"},
+                     groups="train=1,data=1")
+    job.wait_for(r"epoch=1 steps=\d+")
+    data_host = str(tmp_path / "job" / "algo-2")
+    killed_train = pids_of("trainer.commands.train", {"SAGEMAKER_BASE_DIR": data_host})
+    assert len(killed_train) == 1, killed_train
+    os.kill(killed_train[0], signal.SIGKILL)
+    killed = time.monotonic()
+    run = job.finish(timeout=END_WITHIN_SEC + 60)
+    seconds = time.monotonic() - killed
+    assert run.exit_code == 1, run.log[-3000:]
+    line = first_line(run)
+    assert line.startswith("data host algo-2 ended before the training did (algo-1: data host algo-2 stopped "
+                           "answering before the job ended (for 10 s)"), line
+    assert seconds < END_WITHIN_SEC
+    assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": data_host})  # its tf.data service tasks ended with it
+    record_fault("a heterogeneous cluster's data host lost (SIGKILL to its `train`), the training host's "
+                 "failure file", line, seconds)
