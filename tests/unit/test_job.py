@@ -109,9 +109,15 @@ def test_code_that_cannot_be_fetched_is_named(job_dir):
     ({"resource": {"current_host": "algo-1", "hosts": "algo-1"}}, "'hosts' must be a non-empty list of host names"),
     ({"resource": {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"], "instance_groups": [
         {"instance_group_name": "cpu", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
-        {"instance_group_name": "gpu", "instance_type": "ml.g5.xlarge", "hosts": ["algo-2"]}]}},
-     "resourceconfig.json: instance groups cpu (ml.c5.xlarge), gpu (ml.g5.xlarge): heterogeneous clusters are not "
-     "supported"),
+        {"instance_group_name": "gpu", "instance_type": "ml.g5.xlarge", "hosts": ["algo-3"]}]}},
+     "resourceconfig.json: instance group 'gpu' lists host 'algo-3', which is not one of hosts ['algo-1', 'algo-2']"),
+    ({"resource": {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"], "instance_groups": [
+        {"instance_group_name": "cpu", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+        {"instance_group_name": "gpu", "instance_type": "ml.g5.xlarge", "hosts": ["algo-1", "algo-2"]}]}},
+     "resourceconfig.json: host 'algo-1' is in instance groups 'cpu' and 'gpu'"),
+    ({"resource": {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"], "instance_groups": [
+        {"instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]}, {"instance_group_name": "b", "hosts": ["algo-2"]}]}},
+     "resourceconfig.json: an instance group without instance_group_name"),
     ({"input": None}, "config file missing: {base}/input/config/inputdataconfig.json"),
     ({"input": {"training": {"TrainingInputMode": "Stream"}}},
      "inputdataconfig.json: channel 'training': TrainingInputMode 'Stream'; accepted: File, Pipe, FastFile"),
@@ -130,6 +136,23 @@ def test_bad_config_is_a_clear_error(job_dir, files, message):
     with pytest.raises(JobError) as error:
         read_job(str(job_dir))
     assert message.format(base=job_dir) in str(error.value)
+
+
+def test_a_heterogeneous_clusters_groups(job_dir):
+    """resourceconfig.json as SageMaker writes it for instance groups: every group with its
+    hosts, and the current one's name; one group (SageMaker's homogeneousCluster) is none."""
+    write(job_dir, resource={
+        "current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"], "current_instance_type": "ml.p3.2xlarge",
+        "current_group_name": "dnn_group", "instance_groups": [
+            {"instance_group_name": "data_group", "instance_type": "ml.c5.18xlarge", "hosts": ["algo-2", "algo-1"]},
+            {"instance_group_name": "dnn_group", "instance_type": "ml.p3.2xlarge", "hosts": ["algo-3"]}]})
+    job = read_job(str(job_dir))
+    assert job.current_group == "dnn_group" and job.instance_type == "ml.p3.2xlarge"
+    assert [(g.name, g.instance_type, g.hosts) for g in job.instance_groups] == [
+        ("data_group", "ml.c5.18xlarge", ("algo-2", "algo-1")), ("dnn_group", "ml.p3.2xlarge", ("algo-3",))]
+    write(job_dir, resource={**RESOURCE, "instance_groups": [
+        {"instance_group_name": "homogeneousCluster", "instance_type": "ml.c5.2xlarge", "hosts": ["algo-1", "algo-2"]}]})
+    assert read_job(str(job_dir)).instance_groups == ()
 
 
 def test_missing_job_folder(tmp_path):

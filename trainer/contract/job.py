@@ -266,7 +266,9 @@ def read_job(base_dir: str | None = None) -> Job:
     resource_config = _read_config(environment, "resourceconfig.json", environment.read_resource_config)
     input_data_config = _read_config(environment, "inputdataconfig.json", environment.read_input_data_config)
     raw_hyperparameters = _read_config(environment, "hyperparameters.json", environment.read_hyperparameters)
-    hosts, current_host = _hosts(resource_config, os.path.join(environment.input_config_dir, "resourceconfig.json"))
+    rc_path = os.path.join(environment.input_config_dir, "resourceconfig.json")
+    hosts, current_host = _hosts(resource_config, rc_path)
+    instance_groups = _instance_groups(resource_config, hosts, rc_path)  # checked before the toolkit reads them
 
     env = environment.Environment(
         resource_config=resource_config,
@@ -299,7 +301,6 @@ def read_job(base_dir: str | None = None) -> Job:
         checkpoint_dir=checkpoint_dir_of(environment.input_config_dir, base_dir),
         entry_point=entry_point,
         tensorboard_dir=tensorboard_dir_of(environment.input_config_dir, output_dir),
-        instance_groups=_instance_groups(resource_config, hosts, os.path.join(environment.input_config_dir,
-                                                                              "resourceconfig.json")),
+        instance_groups=instance_groups,
         current_group=str(resource_config.get("current_group_name", "") or ""),
     )
