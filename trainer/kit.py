@@ -8,6 +8,11 @@ A script that uses none of them still runs; each one gives what the container kn
                                        <channel>_<epoch>), its exactly-once shard, parsed a
                                        window at a time (the DeepFM record layout, or
                                        `parse_fn(serialized) -> (features, label)`)
+                                       (with a data group: read, parsed and batched on the
+                                       data hosts, through their tf.data service)
+    kit.from_data_service(dataset)     `dataset` run on a heterogeneous cluster's data hosts and
+                                       read from their tf.data service (distributed_epoch); the
+                                       dataset itself where the job has no data group
     kit.learning_rate(base)            base times the job's synchronous replicas
     kit.callbacks(batch_size, model=None)  logs `samples/sec=` and `samples/$=` (the
                                        estimator's metric_definitions), checkpoints to the job's
@@ -73,11 +78,35 @@ def dataset(batch_size: int, epoch: int = 0, parse_fn=None, shuffle_buffer: int 
         raise ValueError("kit.dataset: the job has no channel named training (or training-<k>); "
                          "read your channels from SM_CHANNEL_* yourself")
     hp = job.hyperparameters
+    service = plan.data_service if plan.data_service and plan.data_service.serves else None
     spec = InputSpec.for_channels([job.channels[name] for name in process.channels], hp.data_format,
-                                  process.shard)
+                                  process.shard, on_data_hosts=service is not None)
     parse = parse_fn or batch_parser(spec.data_format, hp.field_size)
-    source = EpochInput(spec, parse, batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec)
+    source = EpochInput(spec, parse, batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec,
+                        service=service)
     return source.dataset(epoch)
+
+
+def from_data_service(dataset):
+    """`dataset` (a tf.data pipeline of the script's own) run on the data hosts of a
+    heterogeneous cluster and read from their tf.data service, as
+    `dataset.apply(tf.data.experimental.service.distribute(...))` does in AWS's examples:
+    distributed_epoch, so each element is produced once an epoch, by whichever worker is free
+    (split by the dataset's source: list the files, rather than read one file, so every worker
+    has some). Each call (each pass over the result) is a job of its own on the service.
+    Without a data group (no TRAINER_DATA_SERVICE) it is `dataset` itself, so one script
+    serves both jobs."""
+    from trainer.plan.types import DATA_SERVICE_ENV
+
+    address = os.environ.get(DATA_SERVICE_ENV)
+    if not address:
+        return dataset
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    # Uncompressed: decompressing would put work back on the training host's CPUs.
+    return dataset.apply(service.distribute(processing_mode=service.ShardingPolicy.DYNAMIC, service=address,
+                                            compression=None))
 
 
 def learning_rate(base: float) -> float:

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import run_local
+from conftest import PROJECT_ROOT, run_local
 
 pytestmark = [
     pytest.mark.slow,
@@ -69,3 +69,31 @@ def test_a_data_group_feeds_the_training_group(planted, tmp_path, case):
     print(case, auc)
     assert alone.metrics["eval_auc"] > 0.75, auc  # the planted signal was learnt
     assert abs(auc["with a data group"] - auc["without"]) <= AUC_TOLERANCE, auc
+
+
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
+
+
+@pytest.mark.parametrize("reader", ["own", "kit"])
+def test_a_script_reads_through_the_data_hosts(aws_split, tmp_path, reader):
+    """A script's own pipeline through trainer.kit.from_data_service, or trainer.kit.dataset:
+    read on the data host, every example once a pass."""
+    run = run_local(tmp_path / "job", aws_split, {
+        "sagemaker_program": "data_service_train.py", "sagemaker_submit_directory": SCRIPTS, "reader": reader,
+        "training_groups": "train"}, groups="train=1,data=1")
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "algo-1: one pass of 8000 examples; TRAINER_DATA_SERVICE=grpc://algo-2:2226" in run.log
+    assert "tf.data service worker" in run.log and "algo-2 is in instance group" not in run.log
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+def test_a_script_that_serves_its_data_hosts_itself(aws_split, tmp_path):
+    """data_hosts_run=script: the script runs on the data host too, as in AWS's container;
+    no service is started for it, and the training reads its own input."""
+    run = run_local(tmp_path / "job", aws_split, {
+        "sagemaker_program": "data_service_train.py", "sagemaker_submit_directory": SCRIPTS,
+        "training_groups": "train", "data_hosts_run": "script"}, groups="train=1,data=1")
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "algo-2 is in instance group data: nothing to train here" in run.log
+    assert "algo-1: one pass of 8000 examples; TRAINER_DATA_SERVICE=None" in run.log
+    assert "tf.data service worker" not in run.log

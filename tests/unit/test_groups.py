@@ -119,3 +119,15 @@ def test_groups_that_cannot_be_used_are_refused(case):
     the_job, message = REFUSED[case]
     with pytest.raises(JobError, match=message.replace("(", r"\(").replace(")", r"\)")):
         make_plan(the_job)
+
+
+def test_a_script_may_run_on_the_data_hosts_itself():
+    """data_hosts_run=script: as in AWS's container, the script runs on every host; the data
+    hosts run no service, and the training hosts wait for their `train` only."""
+    hp = {"training_groups": "t", "data_hosts_run": "script"}
+    training = make_plan(job([("t", CPU, 1), ("d", CPU, 2)], hp=hp, script=True))
+    assert not training.data_service.serves and "data_hosts_run=script" in training.data_service.reading
+    assert [(w.host, w.what) for w in training.peer_waits] == [("algo-2", "train"), ("algo-3", "train")]
+    data_host = make_plan(job([("t", CPU, 1), ("d", CPU, 2)], current="algo-3", hp=hp, script=True))
+    assert data_host.launch.kind == LaunchKind.SCRIPT and [p.role for p in data_host.on_host("algo-3")] == ["data"]
+    assert data_host.leader == "algo-1"

@@ -25,6 +25,9 @@ BUILT_IN_READING = (
     "exactly its batches; not parallel_epochs (every worker would produce the whole shard: each example N "
     "times an epoch) nor distributed_epoch (it splits by file: a channel of one file would feed one worker); "
     "evaluation is read by the training processes themselves, as without a data group")
+SCRIPT_ON_DATA_HOSTS = (
+    "the script runs on the data hosts too (data_hosts_run=script), as in AWS's container: it starts there what "
+    "the training reads (SM_CURRENT_INSTANCE_GROUP says which group a host is in)")
 SCRIPT_READING = (
     "the script reads through the dispatcher in TRAINER_DATA_SERVICE (trainer.kit.from_data_service: "
     "distributed_epoch, each element of its dataset once an epoch, split among the workers as they ask)")
@@ -82,7 +85,9 @@ def split(job) -> tuple[tuple[str, ...], DataService | None]:
                            f"({why}: {', '.join(names)}); its hosts would only run tf.data service workers on their "
                            "CPUs: add it to training_groups, or give it a CPU instance type")
     data_hosts = tuple(h for g in feeding for h in g.hosts)
-    reading = SCRIPT_READING if job.runs_script else BUILT_IN_READING
+    serves = not (job.runs_script and job.hyperparameters.data_hosts_run == "script")
+    reading = (BUILT_IN_READING if not job.runs_script else SCRIPT_READING if serves else SCRIPT_ON_DATA_HOSTS)
+    how = "through tf.data service" if serves else "with the script"
     return training, DataService(tuple(names), tuple(g.name for g in feeding), data_hosts,
-                                 f"training: {', '.join(names)} ({why}); feeding them through tf.data service: "
-                                 f"{', '.join(g.name for g in feeding)}", reading)
+                                 f"training: {', '.join(names)} ({why}); feeding them {how}: "
+                                 f"{', '.join(g.name for g in feeding)}", reading, serves)

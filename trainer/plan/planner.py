@@ -17,8 +17,8 @@ from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
 from trainer.plan import groups, sdk
 from trainer.plan.layout import Layout, check_channels
-from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, MPI_KINDS, STATUS_PORT, Launch, LaunchKind,
-                                PeerWait, Plan, Process, SshTrust)
+from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, MPI_KINDS, SCRIPT_RANK_COMMAND, STATUS_PORT,
+                                Launch, LaunchKind, PeerWait, Plan, Process, SshTrust)
 
 STEPS_PER_EXECUTION = 32
 
@@ -106,19 +106,23 @@ def make_plan(job) -> Plan:
                                current_host=training_hosts[0] if on_data_host else job.current_host)
     plan = _training_plan(view)
     _check_data_service(job, plan, service)
+    data_roles = {True: ("data_worker",), False: ("data",)}[service.serves]
     data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
                                    eval_shard=None, gpu=None)
                            for host in service.hosts
-                           for role in (("dispatcher", "data_worker") if host == service.dispatcher else ("data_worker",)))
+                           for role in (("dispatcher",) if service.serves and host == service.dispatcher else ())
+                           + data_roles)
     plan = dataclasses.replace(plan, data_service=service, processes=plan.processes + data_processes)
     if on_data_host:
-        # A data host serves until the training ends: it follows the first training host.
-        return dataclasses.replace(plan, current_host=job.current_host, launch=Launch(LaunchKind.DATA_SERVICE),
+        # A data host serves (or runs the script) until the training ends: it follows the first training host.
+        launch = Launch(LaunchKind.DATA_SERVICE) if service.serves else Launch(LaunchKind.SCRIPT, SCRIPT_RANK_COMMAND)
+        return dataclasses.replace(plan, current_host=job.current_host, launch=launch,
                                    peer_waits=(PeerWait(training_hosts[0], STATUS_PORT, "train"),),
                                    leader=training_hosts[0], watch_peers=False, ssh_trust=None)
-    waits = tuple(PeerWait(host, port, what) for host in service.hosts for port, what in
-                  (((DISPATCHER_PORT, "tf.data dispatcher"),) if host == service.dispatcher else ()) +
-                  ((STATUS_PORT, "train"), (DATA_WORKER_PORT, "tf.data worker")))
+    service_ports = ((DISPATCHER_PORT, "tf.data dispatcher"), (DATA_WORKER_PORT, "tf.data worker"))
+    waits = tuple(PeerWait(host, port, what) for host in service.hosts
+                  for port, what in ((STATUS_PORT, "train"),) + (service_ports if service.serves else ())
+                  if what != "tf.data dispatcher" or host == service.dispatcher)
     return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
 
 

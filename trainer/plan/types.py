@@ -41,6 +41,8 @@ STATUS_PORT = 2225
 # A heterogeneous cluster's tf.data service: its dispatcher (on the first data host) and a
 # worker on every data host.
 DISPATCHER_PORT, DATA_WORKER_PORT = 2226, 2227
+# A script's environment: the dispatcher, as distribute() takes it (grpc://host:port).
+DATA_SERVICE_ENV = "TRAINER_DATA_SERVICE"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class DataService:
     hosts: tuple[str, ...]  # the data hosts, each running a worker
     why: str  # which groups train, and why
     reading: str  # how the training processes read through it, and why
+    # False: a user's script runs on the data hosts instead (data_hosts_run=script, as in
+    # AWS's container), and starts there what it needs.
+    serves: bool = True
 
     @property
     def dispatcher(self) -> str:

@@ -252,7 +252,7 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
         code = script.process.poll()
         if code not in (None, 0):
             _end_with(job, process, script, code)
-        if ps_task.poll() is not None:
+        if ps_task is not None and ps_task.poll() is not None:
             raise JobError(f"ps task on {job.current_host} {supervise.how_it_ended(ps_task.returncode)}")
 
     try:

@@ -33,6 +33,7 @@ import sys
 from trainer.contract.job import BASE_DIR_ENV, base_dir_from_env, read_job
 from trainer.contract.s3 import s3_environment
 from trainer.cpu import settings as cpu
+from trainer.plan.types import DATA_SERVICE_ENV
 
 PYTHON_PACKAGE, PYTHON_PROGRAM, COMMAND = "package", "program", "command"
 
@@ -117,6 +118,8 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
     }
     if process.tf_config:
         values["TF_CONFIG"] = json.dumps(process.tf_config)
+    if plan.data_service and plan.data_service.serves:  # a heterogeneous cluster's data hosts (trainer.kit.from_data_service)
+        values[DATA_SERVICE_ENV] = plan.data_service.address
     return values
 
 
