@@ -120,3 +120,13 @@ def test_modes_reads_each_jobs_metrics(tmp_path):
     assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in rows.values())
     assert (result["feature_size"], result["signal"]) == (5721, 0.55) and 0.78 < result["oracle_eval_auc"] < 0.86
     assert f"The hidden model's own eval AUC (the oracle; no mode can beat it on average): {result['oracle_eval_auc']:.4f}" in table
+
+
+def test_hetero_trains_with_and_without_a_data_host(tmp_path):
+    result, out = bench(tmp_path, "hetero", "--train-rows", "8000", "--eval-rows", "2000", "--augment-rounds", "2")
+    jobs = {row["job"]: row for row in result["rows"]}
+    assert set(jobs) == {"training host alone", "training host + 1 data host"}
+    assert all(row["samples_per_sec"] > 0 for row in jobs.values())
+    # The same examples, batches and hooks: a data host changes where the input is made, not the model.
+    assert abs(jobs["training host alone"]["eval_auc"] - jobs["training host + 1 data host"]["eval_auc"]) < 0.01
+    assert result["speedup"] > 0 and "with a data host / alone, samples/s" in out

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "ops": "trainer.bench.ops",
     "scripts": "trainer.bench.script_speeds",
     "build": "trainer.bench.build",
+    "hetero": "trainer.bench.hetero",
 }
 
 

@@ -67,6 +67,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a heterogeneous cluster's instance groups, e.g. train=1,data=2:ml.c5.xlarge (TYPE: "
                              "--instance-type if left out); its hosts are numbered across the groups in this order, "
                              "and replace --hosts; say which train with --hp training_groups=NAME")
+    parser.add_argument("--host-cpus", type=int, default=0, metavar="N",
+                        help="run each host on N CPUs of its own (host i on CPUs i*N .. i*N+N-1), as separate "
+                             "instances would; 0: every host may use every CPU")
     parser.add_argument("--sharded-channel", action="append", default=[], metavar="NAME",
                         help="give this channel S3DistributionType ShardedByS3Key: each host gets "
                              "every n-th of its files (repeatable)")
@@ -112,6 +115,7 @@ class LocalJob:
     checkpoint_local_path: str | None = None  # checkpointconfig.json's LocalPath
     channel_config: tuple = ()  # (name, key, value): CompressionType, RecordWrapperType
     groups: tuple = ()  # (name, count, instance type): a heterogeneous cluster's instance groups
+    host_cpus: int = 0  # CPUs of each host's own (0: every host may use every CPU)
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -135,8 +139,12 @@ class LocalJob:
         hosts = sum(count for _, count, _ in groups) or args.hosts
         if groups and args.hosts not in (1, hosts):
             raise SystemExit(f"trainer: --hosts {args.hosts} and --groups ({hosts} hosts) disagree; give one")
+        host_cpus = getattr(args, "host_cpus", 0)
+        if host_cpus and host_cpus * hosts > len(os.sched_getaffinity(0)):
+            raise SystemExit(f"trainer: --host-cpus {host_cpus} for {hosts} host(s) needs {host_cpus * hosts} CPUs; "
+                             f"this process may use {len(os.sched_getaffinity(0))}")
         return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, hosts,
-                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups)
+                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups, host_cpus)
 
     def settings(self, channel: str) -> dict[str, str]:
         """The channel's CompressionType and RecordWrapperType."""
@@ -154,6 +162,14 @@ class LocalJob:
         """The channel's files on one host: all of them, or every n-th when S3-sharded."""
         files = [f for path in self.channels[channel] for f in list_data_files(path)]
         return files[host_index::self.hosts] if channel in self.sharded else files
+
+    def pin(self, host_index: int):
+        """A preexec_fn putting a host's `train` on its own CPUs (None: no --host-cpus)."""
+        if not self.host_cpus:
+            return None
+        allowed = sorted(os.sched_getaffinity(0))
+        own = set(allowed[host_index * self.host_cpus:(host_index + 1) * self.host_cpus])
+        return lambda: os.sched_setaffinity(0, own)
 
     def instance_groups(self) -> list[dict]:
         """resourceconfig.json's instance_groups: one group of every host, or --groups'."""
@@ -327,8 +343,9 @@ def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
     with HostNamespaces(job.host_names) as namespaces:
         processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
                                             env={**os.environ, BASE_DIR_ENV: folder, SHARED_MACHINE_ENV: "1"},
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                     for host, folder in folders.items()}
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            preexec_fn=job.pin(index))
+                     for index, (host, folder) in enumerate(folders.items())}
         printers = [threading.Thread(target=_prefixed, args=(p.stdout, host), daemon=True)
                     for host, p in processes.items()]
         for printer in printers:
@@ -357,7 +374,7 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
         feeder.start()
     try:
         if job.hosts == 1:
-            train = subprocess.Popen(_train_command(), env={**os.environ, BASE_DIR_ENV: job_dir})
+            train = subprocess.Popen(_train_command(), env={**os.environ, BASE_DIR_ENV: job_dir}, preexec_fn=job.pin(0))
             with _stop_forwarded_to([train]):
                 exit_code = train.wait()
         else:
