@@ -118,11 +118,11 @@ def callbacks(batch_size: int, model=None, log_steps: int = 100) -> list:
     """Throughput and cost lines, checkpoints of `model` (chief) and a clean stop on SIGTERM."""
     import tensorflow as tf
 
-    from trainer.pricing import price_of
+    from trainer.pricing import price_of_job
     from trainer.training.stop import StopRequest
 
     job, plan, process = _process()
-    price = price_of(job.instance_type, len(job.hosts), job.hyperparameters.price_per_hour)
+    price = price_of_job(job)
     processes = plan.world_size
     stop = StopRequest(process.name, job.output_dir, job.hyperparameters.stop_grace_sec).install()
 

@@ -53,3 +53,20 @@ def price_of(instance_type: str, instances: int, override: float | None = None) 
     if instance_type in TRAINING_PRICE_PER_HOUR:
         return Price(TRAINING_PRICE_PER_HOUR[instance_type], instances, f"built-in table ({PRICES_AS_OF})")
     return Price(None, instances, f"no price for instance type '{instance_type}' (set price_per_hour)")
+
+
+def price_of_job(job) -> Price:
+    """What the job's instances cost an hour: its one instance type times its hosts, or on
+    a heterogeneous cluster every group's type times its hosts (the data hosts' time is the
+    training's cost too). Per instance, the average over the job's hosts."""
+    override = job.hyperparameters.price_per_hour
+    if not job.instance_groups or override is not None:
+        return price_of(job.instance_type, len(job.hosts), override)
+    groups = [(g, price_of(g.instance_type, len(g.hosts))) for g in job.instance_groups if g.hosts]
+    hosts = sum(len(g.hosts) for g, _ in groups)
+    unknown = [g.instance_type for g, price in groups if price.per_hour is None]
+    if unknown:
+        return Price(None, hosts, f"no price for instance type(s) {', '.join(unknown)} (set price_per_hour)")
+    total = sum(price.per_hour for _, price in groups)
+    listed = ", ".join(f"{len(g.hosts)} x {g.instance_type}" for g, _ in groups)
+    return Price(total / hosts, hosts, f"built-in table ({PRICES_AS_OF}): {listed}")

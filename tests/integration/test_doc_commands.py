@@ -55,6 +55,8 @@ ELSEWHERE = {
                                SMALLER),
     "./build.sh bench switches": ("tests/integration/test_bench.py::test_switches", SMALLER),
     "./build.sh bench ops": ("tests/integration/test_bench.py::test_ops_sums_the_profiled_op_time_by_type", SMALLER),
+    "./build.sh bench hetero": ("tests/integration/test_bench.py::test_hetero_trains_with_and_without_a_data_host",
+                                SMALLER),
     "./build.sh bench scripts": ("tests/integration/test_bench.py::test_scripts_runs_users_scripts_through_train_and_the_aws_way",
                                  SMALLER),
 }

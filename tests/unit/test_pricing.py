@@ -29,3 +29,19 @@ def test_samples_per_dollar(per_instance_hour, instances, samples_per_sec, expec
     price = price_of("x", instances, per_instance_hour)
     result = price.samples_per_dollar(samples_per_sec)
     assert result == pytest.approx(expected) if expected else result is None
+
+
+@pytest.mark.parametrize("groups, override, per_hour, source_has", [
+    ((("data", "ml.c5.4xlarge", 2), ("dnn", "ml.p3.2xlarge", 1)), None, 2 * 0.816 + 3.825,
+     "2 x ml.c5.4xlarge, 1 x ml.p3.2xlarge"),
+    ((("data", "ml.c5.4xlarge", 2), ("dnn", "ml.x9.mega", 1)), None, None, "no price for instance type(s) ml.x9.mega"),
+    ((("data", "ml.c5.4xlarge", 2), ("dnn", "ml.p3.2xlarge", 1)), "1.0", 3.0, "hyperparameter price_per_hour"),
+])
+def test_a_heterogeneous_clusters_price_counts_every_group(groups, override, per_hour, source_has):
+    """The data hosts' time is the training's cost too."""
+    from trainer.pricing import price_of_job
+    from test_groups import job
+
+    price = price_of_job(job(groups, hp={"price_per_hour": override} if override else None))
+    assert price.per_hour == pytest.approx(per_hour) if per_hour else price.per_hour is None
+    assert source_has in price.source and price.instances == 3

@@ -31,9 +31,13 @@ def run(job) -> dict | None:
     """
     plan = make_plan(job)
     log.info("entry point: %s", plan.entry)
-    log.info("distribution: %s", describe(plan, job.runs_script))
     if plan.data_service:
         log.info("instance groups: %s; data hosts %s", plan.data_service.why, ", ".join(plan.data_service.hosts))
+    if plan.data_service and job.current_host in plan.data_service.hosts:
+        # Its own CPUs and GPUs are not the training hosts': their plan is theirs to log.
+        log.info("distribution: this host feeds the training hosts (%s), which plan their training", ", ".join(plan.hosts))
+    else:
+        log.info("distribution: %s", describe(plan, job.runs_script))
     if len(plan.job_hosts) == 1:
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.job_hosts)

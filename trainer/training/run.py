@@ -15,7 +15,7 @@ from trainer.errors import PeerLost, Stopped
 from trainer.launch.supervise import lost_peer_reason
 from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
-from trainer.pricing import price_of
+from trainer.pricing import price_of_job
 from trainer.report import write_metrics
 from trainer.training import switches, tensorboard
 from trainer.training.callbacks import progress_callbacks
@@ -72,7 +72,7 @@ class TrainingRun:
         if runtime.writes_outputs and job.tensorboard_dir:
             self.callbacks += switches.profiler_callbacks(hp, os.path.join(job.tensorboard_dir, tensorboard.PROFILE_RUN))
         self.evaluator = Evaluator(self.model, runtime.all_reduce_sum, watchdog.progress)
-        self.price = price_of(job.instance_type, len(job.hosts), hp.price_per_hour)
+        self.price = price_of_job(job)
         self.history: list[dict] = []
         self.train_seconds = 0.0
 
@@ -114,8 +114,8 @@ class TrainingRun:
     def run(self) -> dict:
         if self.runtime.writes_outputs:
             price = self.price
-            log.info("price: %s for %d x %s (%s)", f"${price.per_hour:.3f}/hour" if price.per_hour else "unknown",
-                     len(self.job.hosts), self.job.instance_type, price.source)
+            log.info("price: %s for %d instance(s) (%s)", f"${price.per_hour:.3f}/hour" if price.per_hour else "unknown",
+                     price.instances, price.source if self.job.instance_groups else f"{self.job.instance_type}, {price.source}")
         for epoch in range(self.start_epoch, self.hp.num_epochs):
             self._epoch(epoch)
         if self.inputs.eval_channel and not self.history:  # resumed after the last epoch: evaluate what was restored
