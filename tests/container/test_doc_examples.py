@@ -39,6 +39,8 @@ RUN_BY = {
     ("docs/sagemaker.md", "# my_model.py"): "test_the_hooks_example",
     ("docs/sagemaker.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_hooks_example",
     ("docs/sagemaker.md", "# train.py"): "tests/integration/test_scripts.py::test_the_documented_kit_script",
+    ("docs/sagemaker.md", "from sagemaker.estimator import Estimator\nfrom sagemaker.instance_group import"):
+        "tests/container/test_data_groups_in_containers.py::test_the_documented_heterogeneous_job",
 }
 
 
@@ -47,8 +49,9 @@ def test_every_python_example_is_run():
         for code in python_blocks(page):
             runners = [name for (where, starts), name in RUN_BY.items() if where == page and code.startswith(starts)]
             assert runners, f"{page}: no test runs the example starting {code.splitlines()[0]!r}"
-    source = (ROOT / "tests" / "integration" / "test_scripts.py").read_text()
-    assert "def test_the_documented_kit_script(" in source
+    for name in RUN_BY.values():  # a test of another module: it exists
+        path, _, function = name.rpartition("::")
+        assert not path or f"def {function}(" in (ROOT / path).read_text(), name
 
 
 @pytest.fixture(scope="module")
