@@ -78,9 +78,10 @@ def dataset(batch_size: int, epoch: int = 0, parse_fn=None, shuffle_buffer: int 
         raise ValueError("kit.dataset: the job has no channel named training (or training-<k>); "
                          "read your channels from SM_CHANNEL_* yourself")
     hp = job.hyperparameters
-    service = plan.data_service if plan.data_service and plan.data_service.serves else None
-    spec = InputSpec.for_channels([job.channels[name] for name in process.channels], hp.data_format,
-                                  process.shard, on_data_hosts=service is not None)
+    channels = [job.channels[name] for name in process.channels]
+    # A data group reads File-mode channels (a FIFO streams to its own host's reader only).
+    service = plan.data_service if plan.data_service and plan.data_service.serves and not channels[0].is_pipe else None
+    spec = InputSpec.for_channels(channels, hp.data_format, process.shard, on_data_hosts=service is not None)
     parse = parse_fn or batch_parser(spec.data_format, hp.field_size)
     source = EpochInput(spec, parse, batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec,
                         service=service)

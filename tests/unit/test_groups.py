@@ -57,6 +57,10 @@ CASES = {  # name: (job, mode, training hosts, data hosts, why starts with)
     "every group trains: no data service": (
         job([("a", CPU, 1), ("b", CPU, 1)], hp={"training_groups": "a,b", "distribution": "multi_worker_mirrored"}),
         "multi_worker_mirrored", ("algo-1", "algo-2"), None, None),
+    "a parameter-server script: its cluster on the training group": (
+        job([("t", CPU, 2), ("d", CPU, 1)], script=True, sdk={"sagemaker_parameter_server_enabled": True,
+                                                               "sagemaker_distribution_instance_groups": ["t"]}),
+        "parameter_server", ("algo-1", "algo-2"), ("algo-3",), "training: t"),
     "a script: TF_CONFIG of the training group only": (
         job([("t", CPU, 2), ("d", CPU, 1)], script=True, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": True,
                                                                "sagemaker_distribution_instance_groups": ["t"]}),

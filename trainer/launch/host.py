@@ -44,7 +44,7 @@ def run(job) -> dict | None:
     watch = None
     try:
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
-        if plan.data_service and plan.launch.kind != LaunchKind.DATA_SERVICE:
+        if plan.data_service and job.current_host in plan.hosts:  # a training host watches the data hosts
             watch = data_group.DataHostsWatch(job, plan, status)
         metrics = launch_host(job, plan, status)
     except BaseException as err:

@@ -128,7 +128,7 @@ def make_plan(job) -> Plan:
 
 def _check_data_service(job, plan, service) -> None:
     """What a data group cannot feed."""
-    if plan.mode == "parameter_server":
+    if plan.mode == "parameter_server" and not job.runs_script:
         raise JobError(f"instance groups: {service.why}: "
                        "parameter servers read their input on each worker's own host, not through a data group; "
                        "use horovod or multi_worker_mirrored on the training group, or no data group")
