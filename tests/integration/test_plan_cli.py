@@ -113,3 +113,19 @@ def test_plan_of_an_existing_job_folder(quarters, tmp_path):
     assert result["plan"]["mode"] == "tower" and result["plan"]["replicas_per_process"] == 3
     assert result["plan"]["reason"] == "distribution=tower (hyperparameter)"
     assert result["check_input"]["exactly_once"] and result["check_input"]["read_by_ranks"]["records"] == 8000
+
+
+def test_plan_of_a_heterogeneous_cluster(quarters):
+    """`trainer plan --groups`: the GPU group trains (its plan made for its GPUs), the CPU
+    group feeds it, and why; a group layout that cannot be used is an error, in JSON."""
+    code, result = plan("--channel", f"training={quarters / 'all'}", "--gpus", "4",
+                        "--groups", "dnn=1:ml.p3.8xlarge,data=2:ml.c5.4xlarge")
+    assert code == 0, result
+    the_plan = result["plan"]
+    assert the_plan["mode"] == "horovod" and the_plan["hosts"] == ["algo-1"] and the_plan["world_size"] == 4
+    service = the_plan["data_service"]
+    assert service["hosts"] == ["algo-2", "algo-3"] and service["why"].startswith(
+        "training: dnn (the groups of GPU instance types); feeding them through tf.data service: data")
+    assert "static sharding" in service["reading"]
+    code, result = plan("--channel", f"training={quarters / 'all'}", "--groups", "a=1:ml.c5.xlarge,b=1:ml.c5.xlarge")
+    assert code == 1 and "which of them train is not said" in result["error"]
