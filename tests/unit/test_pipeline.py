@@ -163,3 +163,17 @@ def test_one_process_reads_several_channels(tmp_path):
     spec = InputSpec.for_channels(channels, None)
     assert spec.name == "training, training-2" and len(spec.files) == 2
     assert sum(1 for _ in records(spec, 0, 1)) == total_a + 20
+
+
+def test_a_data_groups_input_lists_its_files_where_it_can(tmp_path):
+    """With a data group the training host lists the channel as without one (recursively)
+    when it has it; a channel sent to the data group only is listed by the data hosts."""
+    (tmp_path / "training" / "part").mkdir(parents=True)
+    (tmp_path / "training" / "part" / "a.tfrecords").write_bytes(b"")
+    here = InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", str(tmp_path / "training"))],
+                                  None, (2, 1), on_data_hosts=True)
+    assert here.files == (str(tmp_path / "training" / "part" / "a.tfrecords"),) and here.on_data_hosts
+    assert (here.shard_count, here.shard_index) == (2, 1)
+    elsewhere = InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", str(tmp_path / "absent"))],
+                                       None, on_data_hosts=True)
+    assert elsewhere.files == () and elsewhere.on_data_hosts and elsewhere.data_format == "tfrecord"

@@ -79,8 +79,9 @@ class InputSpec:
     # are listed there (ShardedByS3Key gives each host other files than the coordinator's),
     # its FIFOs read there, and its shard index is that worker's (trainer.data.ps_worker_input).
     on_ps_worker: bool = False
-    # Read by a heterogeneous cluster's data hosts (trainer.data.service): they list the
-    # channels' folders themselves (the channels need not be sent to the training hosts).
+    # Read by a heterogeneous cluster's data hosts (trainer.data.service). The files listed
+    # here (recursively) when this host has the channels; else (they were sent to the data
+    # group only) the data hosts list the folders' top-level files themselves.
     on_data_hosts: bool = False
 
     @staticmethod
@@ -99,9 +100,7 @@ class InputSpec:
             raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats")
         if len({c.is_gzip for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
-        if on_data_hosts:
-            return InputSpec(channels, formats.pop(), (), *shard, on_data_hosts=True)
-        return InputSpec(channels, formats.pop(), tuple(files), *shard)
+        return InputSpec(channels, formats.pop(), tuple(files), *shard, on_data_hosts=on_data_hosts)
 
     @property
     def name(self) -> str:
@@ -143,7 +142,7 @@ def _file_blocks(spec: InputSpec):
             records_ = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
         return records_.batch(READ_BLOCK_RECORDS)
 
-    if spec.on_ps_worker or spec.on_data_hosts:  # the folders' top-level files, sorted, where read
+    if spec.on_ps_worker or (spec.on_data_hosts and not spec.files):  # the folders' top-level files, sorted, where read
         files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
         cycle_length = MAX_PARALLEL_FILE_READS
     else:
