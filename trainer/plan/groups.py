@@ -22,7 +22,7 @@ BUILT_IN_READING = (
     "each training process is its own consumer of its own shard (the shard it reads without a data group), "
     "and the data workers split that shard block by block (tf.data service's static sharding by hint: each "
     "parses every N-th block of records), so every example is seen once an epoch and each process gets "
-    "exactly its batches; not parallel_epochs (every worker would produce the whole shard: each example N "
+    "its own examples in as many batches of the same size; not parallel_epochs (every worker would produce the whole shard: each example N "
     "times an epoch) nor distributed_epoch (it splits by file: a channel of one file would feed one worker); "
     "evaluation is read by the training processes themselves, as without a data group")
 SCRIPT_ON_DATA_HOSTS = (
