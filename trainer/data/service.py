@@ -20,20 +20,22 @@ log = logging.getLogger("trainer")
 MAX_OUTSTANDING_REQUESTS = 8
 
 
-def worker_addresses(service: DataService) -> list[str]:
-    """Every data worker's address, in the plan's order: static sharding gives worker i of N
-    the blocks i, i + N, ... of each consumer's input. Addresses, not names, so that the
-    dispatcher, the workers and the consumers agree on them (trainer.modes.addresses)."""
+def _address(host: str, port: int) -> str:
+    """`host:port` as `address:port`, looked up once (trainer.modes.addresses): the dispatcher,
+    the workers and the consumers then agree on every worker's address."""
     from trainer.modes.addresses import with_addresses
 
-    cluster = with_addresses({"cluster": {"worker": [f"{h}:{DATA_WORKER_PORT}" for h in service.hosts]}})
-    return cluster["cluster"]["worker"]
+    return with_addresses({"cluster": {"task": [f"{host}:{port}"]}})["cluster"]["task"][0]
+
+
+def worker_addresses(service: DataService) -> list[str]:
+    """Every data worker's address, in the plan's order: static sharding gives worker i of N
+    the blocks i, i + N, ... of each consumer's input."""
+    return [_address(host, DATA_WORKER_PORT) for host in service.hosts]
 
 
 def dispatcher_address(service: DataService) -> str:
-    from trainer.modes.addresses import with_addresses
-
-    return with_addresses({"cluster": {"dispatcher": [f"{service.dispatcher}:{DISPATCHER_PORT}"]}})["cluster"]["dispatcher"][0]
+    return _address(service.dispatcher, DISPATCHER_PORT)
 
 
 def serve(service: DataService, role: str, host: str) -> None:
@@ -68,8 +70,8 @@ def split_among_workers(blocks):
 def read_through(batches, service: DataService, batch_size: int):
     """`batches`, run on the data workers and read from them: each iteration (an epoch's
     pass, or the count of one) is a job of its own on the service. Its batches come back
-    whole but for each worker's last; rebatching makes them the batches the process would
-    have read by itself, so an epoch's step count is the same as without a data group.
+    whole but for each worker's last; rebatching gives the process its own examples in as
+    many batches of the same size as without a data group, so an epoch's steps are the same.
     Uncompressed: compressing would put the work back on the training host's CPUs."""
     import tensorflow as tf
 
