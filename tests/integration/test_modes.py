@@ -1,4 +1,5 @@
 """Every single-host mode for real: tower and mirrored replicas, Horovod ranks over mpirun."""
+import math
 import os
 import time
 
@@ -51,6 +52,19 @@ def test_horovod_two_ranks_file_mode(aws_split, tmp_path):
     assert "shared channel, FullyReplicated: shard(world_size, rank)" in run.log
     assert "--map-by slot:PE=1 --bind-to core" in run.log  # P10
     assert run.log.count("exported SavedModel") == 1  # rank 0 alone writes (P8)
+
+
+def test_more_horovod_ranks_than_cpus(aws_split, tmp_path):
+    """More ranks than the host's CPUs (2 vCPUs here, or fewer where the test is given fewer):
+    not bound to cores (mpirun refuses to bind two ranks to one core), and a waiting rank
+    yields its CPU; the job trains as with fewer ranks."""
+    ranks = 2 * len(os.sched_getaffinity(0))
+    run = run_local(tmp_path, aws_split, {"sagemaker_mpi_enabled": "true", "num_epochs": 1,
+                                          "sagemaker_mpi_num_of_processes_per_host": str(ranks)})
+    assert run.exit_code == 0 and run.succeeded, run.log[-4000:]
+    assert run.metrics["world_size"] == ranks and run.metrics["steps"] == math.ceil(math.ceil(8000 / ranks) / 256)
+    assert f"{ranks} ranks per host on {ranks // 2} vCPU(s), more ranks than CPUs" in run.log
+    assert "--bind-to none -mca mpi_yield_when_idle 1" in run.log
 
 
 def test_horovod_two_ranks_pipe_mode(halves, aws_split, tmp_path):

@@ -7,6 +7,8 @@ from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.contract.job import Channel, Job
 from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
+from trainer.launch.host import describe
+from trainer.plan.mpi import cpu_binding
 from trainer.plan.planner import make_plan
 from trainer.plan.types import SshTrust
 
@@ -219,8 +221,42 @@ def test_mpirun_command_for_cpu_workers():
     assert plan.warmup_steps == 100
 
 
-def test_gpu_workers_are_not_bound_to_cores():
-    assert "--bind-to none" in " ".join(make_plan(job(gpus=2)).launch.command)
+YIELDS = "-mca mpi_yield_when_idle 1"
+BINDING_CASES = {
+    # job, ranks per host -> mpirun's binding options, whether a waiting rank yields its CPU
+    "1 host, 4 cores, 2 ranks: 2 cores each (P10)": (job(cpus=8, cores=4), 2, "--map-by slot:PE=2 --bind-to core", False),
+    "1 host, 2 cores, 2 ranks: a core each": (job(cpus=2, cores=2), 2, "--map-by slot:PE=1 --bind-to core", False),
+    "1 host, 1 rank: its threads use every CPU": (job(cpus=2, cores=2), 1, "--bind-to none", False),
+    "1 host, 4 cores and 8 vCPUs, 6 ranks: not bound, none spins on another's CPU": (
+        job(cpus=8, cores=4), 6, "--bind-to none", False),
+    "1 host, 2 vCPUs, 4 ranks: more ranks than CPUs": (job(cpus=2, cores=2), 4, "--bind-to none " + YIELDS, True),
+    "2 hosts, 8 vCPUs, 2 ranks each: as the toolkit's mpirun": (job(hosts=2, cpus=8, cores=4), 2, "--bind-to none",
+                                                                False),
+    "2 hosts, 2 vCPUs, 4 ranks each: more ranks than CPUs": (job(hosts=2, cpus=2, cores=2), 4,
+                                                             "--bind-to none " + YIELDS, True),
+    "1 host, 4 GPUs, 4 ranks: one GPU each, not bound": (job(gpus=4, cpus=32, cores=16), 4, "--bind-to none", False),
+    "1 host, 4 GPUs and 2 vCPUs, 4 ranks: more ranks than CPUs": (job(gpus=4, cpus=2, cores=2), 4,
+                                                                 "--bind-to none " + YIELDS, True),
+}
+
+
+@pytest.mark.parametrize("case", BINDING_CASES)
+def test_how_ranks_share_a_hosts_cpus(case):
+    the_job, per_host, options, yields = BINDING_CASES[case]
+    binding = cpu_binding(the_job, per_host)
+    assert " ".join(binding.options) == options and binding.oversubscribed == yields
+    assert ("more ranks than CPUs" in binding.why) == yields
+
+
+def test_more_ranks_than_cpus_yield_in_the_plan_the_log_and_the_toolkits_mpirun():
+    hp = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 4}
+    for hosts in (1, 2):
+        plan = make_plan(job(hosts=hosts, cpus=2, cores=2, sdk=hp))
+        assert YIELDS in " ".join(plan.launch.command)
+        assert plan.launch.cpu_binding.startswith("4 ranks per host on 2 vCPU(s), more ranks than CPUs")
+        assert plan.to_dict()["launch"]["cpu_binding"] == plan.launch.cpu_binding  # trainer plan's JSON
+        assert "; ranks 4 ranks per host on 2 vCPU(s), more ranks than CPUs" in describe(plan, False)
+    assert YIELDS not in " ".join(make_plan(job(hosts=2, cpus=8, cores=4, sdk=hp)).launch.command)
 
 
 def test_tf_config_for_parameter_servers():

@@ -245,13 +245,29 @@ def test_simulated_hosts_mpirun_logs_in_with_the_job_key_over_the_job_interface(
 
     the_job = job(hosts=2, sdk=MPI_2)
     plan = make_plan(the_job)
-    assert "--bind-to" in plan.launch.command  # P10 on real hosts
     files = ssh_trust.SshFiles(ssh_dir="/tmp/x", host_key="/tmp/x/k", sshd_config="/tmp/x/c")
     command = simulated_hosts_command(the_job, plan, files)
     assert command[-3:] == ["python", "-m", "trainer.worker"]  # the program stays last
-    assert "--map-by" not in command and command.count("--bind-to") == 1  # the machine's cores are shared
+    assert "--map-by" not in command and command.count("--bind-to") == 1  # as the toolkit's mpirun across hosts
     assert command[command.index("--bind-to") + 1] == "none"
     joined = " ".join(command)
-    assert "-mca mpi_yield_when_idle 1" in joined and "-mca btl_tcp_if_include eth0" in joined
+    # The simulated hosts share the machine's cores: a waiting rank yields, once.
+    assert joined.count("-mca mpi_yield_when_idle 1") == 1 and "-mca btl_tcp_if_include eth0" in joined
     assert f"-mca plm_rsh_args {' '.join(files.client_options())}" in joined
     assert "--host algo-1:2,algo-2:2" in joined
+
+
+@pytest.mark.parametrize("cpus, yields", [(2, True), (8, False)], ids=["4 ranks on 2 vCPUs", "4 ranks on 8 vCPUs"])
+def test_the_toolkits_mpirun_across_hosts_gets_the_plans_cpu_settings(cpus, yields):
+    """The training toolkit's own mpirun command (it binds nothing): a waiting rank yields
+    where a host has more ranks than CPUs; the user's options still come after the plan's."""
+    from test_planner import job
+    from trainer.launch.toolkit_mpi import toolkit_runner
+    from trainer.plan.planner import make_plan
+
+    the_job = job(hosts=2, cpus=cpus, cores=cpus, sdk={"sagemaker_mpi_enabled": True,
+                                                       "sagemaker_mpi_num_of_processes_per_host": 4,
+                                                       "sagemaker_mpi_custom_mpi_options": "--verbose"})
+    joined = " ".join(toolkit_runner(the_job, make_plan(the_job), ssh=None)._create_command())
+    assert "-bind-to none" in joined and "--host algo-1:4,algo-2:4 -np 8" in joined
+    assert ("-mca mpi_yield_when_idle 1 --verbose" in joined) == yields and "--verbose" in joined

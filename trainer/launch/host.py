@@ -91,8 +91,9 @@ def describe(plan, runs_script: bool) -> str:
     else:
         what = (f"global batch {plan.global_batch_size}, learning rate {plan.learning_rate:g} "
                 f"(x{plan.learning_rate_scale:g})")
+    binding = f"; ranks {plan.launch.cpu_binding}" if plan.launch.cpu_binding else ""
     return (f"{plan.mode} ({plan.reason}); {processes}, world size {plan.world_size}, {what}; "
-            f"{plan.sharding}")
+            f"{plan.sharding}{binding}")
 
 
 @dataclass

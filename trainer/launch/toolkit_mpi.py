@@ -29,7 +29,7 @@ from sagemaker_training import environment, mpi
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import ssh_trust, supervise
-from trainer.plan.mpi import mpi_options
+from trainer.plan.mpi import YIELD_WHEN_IDLE, cpu_binding, mpi_options
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND
 from trainer.script import stacks
 
@@ -97,30 +97,33 @@ def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd, watch) -> None:
         supervise.run_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain,
                              watch=watch)
         return
-    runner = BoundedMasterRunner(
-        rank_program(plan.launch.command), [],
-        {**plan.launch.env, BASE_DIR_ENV: job.base_dir}, plan.processes_per_host, master,
-        list(plan.hosts), mpi_options(job), job.network_interface, instance_type=job.instance_type,
-        timeout_in_seconds=job.hyperparameters.peer_wait_sec, ssh=ssh)
+    runner = toolkit_runner(job, plan, ssh)
     # No sshd here: nobody logs in to the master. The bounded wait for every worker's sshd.
     runner._wait_for_workers()
     supervise.run_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain,
                          watch=watch)
 
 
+def toolkit_runner(job, plan, ssh: ssh_trust.JobSsh) -> BoundedMasterRunner:
+    """The toolkit's master for this plan: its mpirun command gets the plan's MCA settings for
+    the hosts' CPUs (trainer.plan.mpi.cpu_binding; it binds nothing itself), then the SDK's
+    and the hyperparameter's options."""
+    options = " ".join((*cpu_binding(job, plan.processes_per_host).mca, mpi_options(job))).strip()
+    return BoundedMasterRunner(
+        rank_program(plan.launch.command), [], {**plan.launch.env, BASE_DIR_ENV: job.base_dir},
+        plan.processes_per_host, plan.leader, list(plan.hosts), options, job.network_interface,
+        instance_type=job.instance_type, timeout_in_seconds=job.hyperparameters.peer_wait_sec, ssh=ssh)
+
+
 def simulated_hosts_command(job, plan, files: ssh_trust.SshFiles) -> list[str]:
-    """The plan's mpirun command, logging in with this job's key and talking over the job's
-    interface only (each simulated host also has a loopback of its own). The simulated
-    hosts share this machine's cores: each binding its ranks to "its" cores would put two
-    ranks on one core, where a rank busy-waiting in a collective starves the one it waits
-    for; so nothing is bound and a waiting rank yields."""
+    """The plan's mpirun command (ranks not bound to cores across hosts), logging in with this
+    job's key and talking over the job's interface only (each simulated host also has a
+    loopback of its own). The simulated hosts share this machine's cores: a rank waiting in a
+    collective yields, or it would spin on the core the rank it waits for needs."""
     command = list(plan.launch.command)
     program = len(WORKER_COMMAND)
     assert tuple(command[-program:]) in (WORKER_COMMAND, SCRIPT_RANK_COMMAND), command
-    for option in ("--map-by", "--bind-to"):
-        while option in command:
-            del command[command.index(option):command.index(option) + 2]
-    options = ["--bind-to", "none", "-mca", "mpi_yield_when_idle", "1",
-               "-mca", "plm_rsh_args", " ".join(files.client_options()),
+    yield_when_idle = [] if " ".join(YIELD_WHEN_IDLE) in " ".join(command) else list(YIELD_WHEN_IDLE)
+    options = [*yield_when_idle, "-mca", "plm_rsh_args", " ".join(files.client_options()),
                "-mca", "btl_tcp_if_include", job.network_interface, "-mca", "oob_tcp_if_include", job.network_interface]
     return command[:-program] + options + command[-program:]

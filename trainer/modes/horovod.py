@@ -15,7 +15,7 @@ import numpy as np
 from trainer.errors import JobError
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
-from trainer.plan.mpi import horovod_env, mpi_command
+from trainer.plan.mpi import cpu_binding, horovod_env, mpi_command
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND, Launch, LaunchKind
 
 equal_steps = Deferred("trainer.training.equal_steps")
@@ -103,4 +103,5 @@ class Horovod(Mode):
     def launch(self, job, per_host: int) -> Launch:
         kind = LaunchKind.MPIRUN if len(job.hosts) == 1 else LaunchKind.SAGEMAKER_MPI
         process_command = SCRIPT_RANK_COMMAND if job.runs_script else WORKER_COMMAND
-        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job.hyperparameters))
+        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job.hyperparameters),
+                      cpu_binding(job, per_host).why)

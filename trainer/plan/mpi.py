@@ -4,8 +4,56 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 
 from trainer.plan import sdk
+
+
+# A rank waiting in a collective polls for its peers' messages; with more ranks than CPUs it
+# would spin on the CPU that the rank it waits for needs. Yielding gives that CPU back.
+YIELD_WHEN_IDLE = ("-mca", "mpi_yield_when_idle", "1")
+
+
+@dataclass(frozen=True)
+class CpuBinding:
+    """How a host's ranks share its CPUs: mpirun's binding, the MCA settings that go with it
+    (also given to the training toolkit's mpirun across hosts, which binds nothing), and the
+    plan's words for it."""
+
+    binding: tuple[str, ...]
+    mca: tuple[str, ...]
+    why: str
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return self.binding + self.mca
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.mca == YIELD_WHEN_IDLE
+
+
+def cpu_binding(job, per_host: int) -> CpuBinding:
+    """Pure: how `per_host` ranks on each of the job's hosts share its CPUs."""
+    unbound = ("--bind-to", "none")
+    if per_host > job.num_cpus:
+        return CpuBinding(unbound, YIELD_WHEN_IDLE,
+                          f"{per_host} ranks per host on {job.num_cpus} vCPU(s), more ranks than CPUs: not bound to "
+                          "cores, and a rank waiting in a collective yields its CPU to the others instead of spinning "
+                          "on it (mpi_yield_when_idle); each rank runs slower than with a CPU of its own")
+    if job.num_gpus:
+        return CpuBinding(unbound, (), "not bound to cores: one GPU per rank")
+    if len(job.hosts) > 1:
+        return CpuBinding(unbound, (), "not bound to cores, as the training toolkit's mpirun across hosts runs them")
+    if per_host == 1:
+        return CpuBinding(unbound, (), "one rank, not bound: its threads use every CPU")
+    if per_host > job.num_physical_cores:
+        return CpuBinding(unbound, (), f"{per_host} ranks on {job.num_physical_cores} physical core(s): not bound "
+                                       "(a rank bound to a core would share it with another)")
+    cores = job.num_physical_cores // per_host
+    # P10: several CPU workers on a host: each pinned to cores of its own.
+    return CpuBinding(("--map-by", f"slot:PE={cores}", "--bind-to", "core"), (),
+                      f"each rank bound to {cores} core(s) of its own (see P10 in docs/pitfalls.md)")
 
 
 def mpi_command(job, per_host: int, process_command: tuple[str, ...]) -> tuple[str, ...]:
@@ -13,12 +61,7 @@ def mpi_command(job, per_host: int, process_command: tuple[str, ...]) -> tuple[s
     hosts = ["localhost"] if len(job.hosts) == 1 else job.hosts
     command = ["mpirun", "--allow-run-as-root", "-np", str(per_host * len(job.hosts)),
                "--host", ",".join(f"{h}:{per_host}" for h in hosts)]
-    if job.num_gpus == 0 and per_host > 1:
-        # P10: several CPU workers on a host: pin each to its own cores.
-        cores = max(1, job.num_physical_cores // per_host)
-        command += ["--map-by", f"slot:PE={cores}", "--bind-to", "core"]
-    else:
-        command += ["--bind-to", "none"]
+    command += cpu_binding(job, per_host).options
     # P11: cross-memory attach is not permitted in containers.
     command += ["-mca", "btl_vader_single_copy_mechanism", "none",
                 "-x", "OMPI_MCA_btl_vader_single_copy_mechanism=none"]

@@ -129,6 +129,7 @@ class Launch:
     kind: LaunchKind
     command: tuple[str, ...] = ()
     env: dict = field(default_factory=dict)
+    cpu_binding: str = ""  # MPI: how a host's ranks share its CPUs (trainer.plan.mpi.cpu_binding)
 
 
 @dataclass(frozen=True)
