@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from trainer.data import records
+from trainer.data import pools, records
 from trainer.errors import JobError
 
 SAMPLE_LINES = 200
@@ -167,10 +165,8 @@ def convert(inputs, output, input_format="auto", output_format="tfrecord", field
         os.makedirs(os.path.dirname(path), exist_ok=True)
     tasks = [Task(segments, path, input_format, output_format, field_size, hash_buckets)
              for segments, path in zip(plan_segments(inputs, num_files), paths)]
-    workers = max(1, min(workers or os.cpu_count(), len(tasks)))
-    # spawn: workers import TensorFlow themselves; forking a process that has loaded it is unsafe.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        counts = list(pool.map(convert_task, tasks))
+    counts = pools.run_tasks(convert_task, tasks, workers or os.cpu_count(), __name__,
+                             "tfrecord" in (input_format, output_format))
     return {"input_format": input_format, "files": paths, "records": counts,
             "feature_size": records.criteo_feature_size(hash_buckets) if input_format == "criteo" else None}
 

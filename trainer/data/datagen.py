@@ -15,14 +15,12 @@ model trained on the data can beat on average.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.data import records
+from trainer.data import pools, records
 
 CONTINUOUS = records.CRITEO_CONTINUOUS
 CATEGORICAL = records.CRITEO_CATEGORICAL
@@ -160,15 +158,6 @@ def rank_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float((ranks[positives].sum() - clicks * (clicks + 1) / 2) / (clicks * others))
 
 
-def worker_context(data_format: str):
-    """Workers forked from a server that has loaded what they run once: TensorFlow (its TFRecord
-    writer) costs seconds of CPU to import, which spawned workers would each pay. Nothing of
-    TensorFlow runs in the server, so forking from it is safe."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__] + (["tensorflow"] if data_format == "tfrecord" else []))
-    return context
-
-
 def generate(output: str, train_rows: int = 200_000, eval_rows: int = 50_000, files: int = 2,
              data_format: str = "tfrecord", feature_size: int = 117581, seed: int = 7,
              workers: int | None = None, signal: float = 1.0) -> dict:
@@ -183,12 +172,7 @@ def generate(output: str, train_rows: int = 200_000, eval_rows: int = 50_000, fi
             share = rows // files + (1 if index < rows % files else 0)
             tasks.append(FileTask(os.path.join(folder, f"part-{index:05d}{suffix}"), share, seed,
                                   (split_index, index), feature_size, data_format, signal, scores=split == "eval"))
-    workers = max(1, min(workers or os.cpu_count(), len(tasks)))
-    if workers == 1:
-        results = [write_file(task) for task in tasks]
-    else:
-        with ProcessPoolExecutor(workers, mp_context=worker_context(data_format)) as pool:
-            results = list(pool.map(write_file, tasks))
+    results = pools.run_tasks(write_file, tasks, workers or os.cpu_count(), __name__, data_format == "tfrecord")
     rows = sum(r for r, *_ in results)
     evaluated = [(scores, labels) for _, _, scores, labels in results if scores is not None]
     oracle = rank_auc(np.concatenate([scores for scores, _ in evaluated]),
