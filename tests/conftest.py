@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from cores import pytest_configure, pytest_runtest_protocol, pytest_unconfigure  # noqa: F401 (hooks)
+
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(PROJECT_ROOT), "shared", "data")
 AWS_DEEPFM = os.path.join(SHARED_DATA, "aws-deepfm", "val.tfrecords")

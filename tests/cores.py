@@ -1,0 +1,84 @@
+"""The machine's cores, shared by the test processes (pytest-xdist) so that no test's jobs
+race another test's for them.
+
+A test says how many of the machine's two cores its jobs keep busy with `cores(n)`:
+
+- 2 (the default of a `slow` test): a multi-process job (MPI ranks, parameter servers,
+  several hosts, containers) or anything else that keeps both cores busy. It runs alone
+  among the tests that need cores: two such jobs side by side starve each other (MPI ranks
+  spinning in their collectives while the rank they wait for has no core), and a bound the
+  test asserts would measure the other test's load.
+- 1: one training process (its step's threads and its input pipeline keep about one core
+  busy); two of them may run side by side.
+- 0 (the default of a fast test): no job, or a job that mostly waits (a bounded wait for
+  a host that never comes).
+
+A test holds its cores from the start of its setup (module and session fixtures that run
+jobs included) to the end of its teardown. The cores are two lock files of the test run,
+taken with flock(2): a 2-core test takes both, in order; a 1-core test takes whichever is
+free.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+MACHINE_CORES = 2
+POLL_SEC = 0.2
+
+
+def cores_of(item) -> int:
+    marker = item.get_closest_marker("cores")
+    if marker is not None:
+        return int(marker.args[0])
+    return MACHINE_CORES if item.get_closest_marker("slow") else 0
+
+
+@contextlib.contextmanager
+def holding(cores: int, lock_dir: str):
+    """The machine's `cores` (0, 1 or 2) for the duration of the block."""
+    files = [open(os.path.join(lock_dir, f"core-{index}"), "a") for index in range(MACHINE_CORES)]
+    try:
+        if cores >= MACHINE_CORES:
+            for file in files:  # always in this order: two tests that want both never deadlock
+                fcntl.flock(file, fcntl.LOCK_EX)
+        elif cores == 1:
+            while not any(_try_lock(file) for file in files):
+                time.sleep(POLL_SEC)
+        yield
+    finally:
+        for file in files:
+            file.close()  # releases its lock
+
+
+def _try_lock(file) -> bool:
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+LOCKS_ENV = "TRAINER_TEST_CORES"  # the run's lock folder, made by the first test process, inherited by the others
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the run's first process (xdist's controller, or the only one)
+        os.environ[LOCKS_ENV] = tempfile.mkdtemp(prefix="trainer-test-cores-")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        shutil.rmtree(os.environ.pop(LOCKS_ENV, ""), ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with holding(cores_of(item), os.environ[LOCKS_ENV]):
+        yield

@@ -1,0 +1,83 @@
+"""The machine's cores among the test processes (tests/cores.py): tests that need both never
+overlap, two that need one each may, and a test that needs none waits for nothing."""
+import multiprocessing
+import time
+
+import pytest
+
+from cores import MACHINE_CORES, cores_of, holding
+
+HOLD_SEC = 0.3
+MEET_WITHIN_SEC = 60  # a hang guard: how long two holders that may run side by side wait to meet
+
+
+def hold(cores: int, folder: str, spans, meeting) -> None:
+    """Hold `cores`; with a `meeting`, also wait there for the other holder, which gets past
+    it only if both hold their cores at once."""
+    with holding(cores, folder):
+        began = time.monotonic()
+        if meeting is not None:
+            meeting.wait(MEET_WITHIN_SEC)
+        time.sleep(HOLD_SEC)
+        spans.append((cores, began, time.monotonic()))
+
+
+def run_side_by_side(tmp_path, wanted: list[int], meet: bool = False) -> list[tuple[int, float, float]]:
+    """Each of `wanted` in a process of its own, all started at once: (cores, began, ended)."""
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager:
+        spans = manager.list()
+        meeting = manager.Barrier(len(wanted)) if meet else None
+        processes = [context.Process(target=hold, args=(cores, str(tmp_path), spans, meeting)) for cores in wanted]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(MEET_WITHIN_SEC + 30)
+            assert process.exitcode == 0
+        return list(spans)
+
+
+def overlap(a, b) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+CASES = {
+    # cores each test wants -> the pairs of tests that may overlap
+    "two tests that need the machine: one after the other": ([2, 2], False),
+    "the machine and one core: one after the other": ([2, 1], False),
+    "one core each: side by side": ([1, 1], True),
+    "none and the machine: side by side": ([0, 2], True),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tests_share_the_cores(tmp_path, case):
+    wanted, side_by_side = CASES[case]
+    # Those that may run side by side must meet while holding their cores (however loaded the
+    # machine); the others are timed, and the locks alone keep them apart.
+    spans = run_side_by_side(tmp_path, wanted, meet=side_by_side)
+    assert sorted(cores for cores, *_ in spans) == sorted(wanted)
+    assert overlap(*spans) == side_by_side, spans
+
+
+def test_three_tests_of_one_core_take_turns(tmp_path):
+    """Never more than two at a time: one of the three waits for a core."""
+    spans = run_side_by_side(tmp_path, [1, 1, 1])
+    at_once = max(sum(1 for other in spans if other[1] <= span[1] < other[2]) for span in spans)
+    assert len(spans) == 3 and at_once <= MACHINE_CORES, spans
+
+
+class Item:
+    def __init__(self, *markers):
+        self.markers = {marker.name: marker for marker in markers}
+
+    def get_closest_marker(self, name):
+        return self.markers.get(name)
+
+
+@pytest.mark.parametrize("markers, expected", [
+    ((), 0), ((pytest.mark.slow.mark,), 2), ((pytest.mark.slow.mark, pytest.mark.cores.with_args(1).mark), 1),
+    ((pytest.mark.cores.with_args(0).mark, pytest.mark.slow.mark), 0),
+], ids=["fast", "slow", "slow, one core", "slow, waits only"])
+def test_what_a_test_needs(markers, expected):
+    assert cores_of(Item(*markers)) == expected
