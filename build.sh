@@ -31,11 +31,13 @@ APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake iproute2 openssh-server)
 HOROVOD_BUILD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
                    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
 
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer"
+
 log() { printf '[build.sh] %s\n' "$*" >&2; }
 
 pins_hash() {
   { cat "$ROOT"/requirements.txt "$ROOT"/requirements-horovod.txt \
-        "$ROOT"/requirements-dev.txt "$ROOT"/constraints.txt
+        "$ROOT"/requirements-dev.txt "$ROOT"/constraints.txt "$ROOT"/docker/horovod-cmake
     "$PYTHON" -c 'import sys; print(sys.version)'
     printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"
   } | sha256sum | cut -c1-16
@@ -73,11 +75,33 @@ install_venv() {
   local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt")
   "${pip[@]}" pip setuptools wheel
   "${pip[@]}" -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt"
-  # Horovod's setup.py must see TensorFlow, so no build isolation; MAKEFLAGS bounds the
-  # compiler's memory (its default -j8 needs ~1.6 GB per job).
-  env "${HOROVOD_BUILD_ENV[@]}" MAKEFLAGS="-j$(nproc)" \
-    "${pip[@]}" --no-build-isolation -r "$ROOT/requirements-horovod.txt"
+  "${pip[@]}" "$(horovod_wheel "$venv")"
   touch "$venv/.complete"
+}
+
+# Horovod compiled against the pinned TensorFlow and the system OpenMPI, once: a wheel kept
+# by the pins it was built with, which a new environment with the same pins (and `bench
+# scripts`' environment) installs instead of compiling it again (minutes on 2 cores).
+# `venv` has the TensorFlow to build against. Prints the wheel's path.
+horovod_wheel() {
+  local venv="$1" key dir
+  key="$({ cat "$ROOT/requirements-horovod.txt" "$ROOT/docker/horovod-cmake"
+           grep -i '^intel.tensorflow==' "$ROOT/constraints.txt"
+           "$PYTHON" -c 'import sys; print(sys.version)'
+           printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; } | sha256sum | cut -c1-16)"
+  dir="$CACHE_DIR/wheels/horovod-$key"
+  if ! ls "$dir"/horovod-*.whl >/dev/null 2>&1; then
+    log "compiling Horovod against TensorFlow (a few minutes, once for these pins)"
+    rm -rf "$dir.tmp"
+    # Horovod's setup.py must see TensorFlow, so no build isolation; no wheel from pip's cache,
+    # which does not know these flags; MAKEFLAGS bounds the compiler's memory (its default -j8
+    # needs ~1.6 GB per job).
+    env "${HOROVOD_BUILD_ENV[@]}" HOROVOD_CMAKE="$ROOT/docker/horovod-cmake" MAKEFLAGS="-j$(nproc)" \
+      "$venv/bin/pip" wheel --quiet --disable-pip-version-check --no-cache-dir --no-deps --no-build-isolation \
+      -c "$ROOT/constraints.txt" -r "$ROOT/requirements-horovod.txt" -w "$dir.tmp" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  ls "$dir"/horovod-*.whl
 }
 
 # The project itself is installed editable, pointing at this work tree; re-pointed when
@@ -117,7 +141,6 @@ run_in_env() {
 }
 
 IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
-CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer"
 
 # The whole suite on a machine without the CPU image: build it in the background while the
 # Python environment is made and the tiers before the container tests run (its downloads
@@ -202,16 +225,16 @@ bench_env() {
   local name="$1" file="$ROOT/bench-envs/$1.txt" hash venv
   local extra="$ROOT/bench-envs/$name.horovod.txt"  # a second step, when there is one
   [ -f "$extra" ] || extra=/dev/null
-  hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" | sha256sum | cut -c1-16)"
+  hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" "$ROOT/docker/horovod-cmake" | sha256sum | cut -c1-16)"
   venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/bench-$name-$hash"
   if [ ! -f "$venv/.complete" ]; then
     log "creating $venv (benchmark environment $name)"
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" -r "$file" >&2
-    if [ "$extra" != /dev/null ]; then  # compiled against the TensorFlow just installed
-      env "${HOROVOD_BUILD_ENV[@]}" MAKEFLAGS="-j$(nproc)" "$venv/bin/pip" install --quiet --disable-pip-version-check \
-        --no-build-isolation -c "$ROOT/constraints.txt" -r "$extra" >&2
+    if [ "$extra" != /dev/null ]; then  # the project's Horovod wheel (see the extra file)
+      "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" \
+        "$(horovod_wheel "$(venv_dir)")" >&2
     fi
     touch "$venv/.complete"
   fi

@@ -1,8 +1,8 @@
 """A parameter-server script whose worker host starts late, through the SageMaker SDK's
 local mode: the master trains to max_steps before the worker's Estimator starts, and the
 worker's script still runs to its end (its last line is printed), never stopped by its
-host, as in AWS's container. Repeated: the master's end and the worker's start race, and a
-container that exits first stops the others in the SDK's local mode."""
+host, as in AWS's container (in the SDK's local mode, a container that exits first stops
+the others)."""
 import re
 
 import pytest
@@ -11,12 +11,9 @@ from sdk_jobs import TWO_HOST_TIMEOUT_SEC, every_host_succeeded, sdk_inputs, sdk
 from test_aws_behaviours import s3_on_the_sdk_network  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
-RUNS = 5
 
 
-@pytest.mark.parametrize("run", range(RUNS))
-def test_a_late_parameter_server_workers_script_runs_to_its_end(sdk_path, sdk_inputs, tmp_path, run,
-                                                               s3_on_the_sdk_network):
+def test_a_late_parameter_server_workers_script_runs_to_its_end(sdk_path, sdk_inputs, tmp_path, s3_on_the_sdk_network):
     script = user_scripts(tmp_path, "deepfm_ps_estimator.py", {"parameter_server": {"enabled": True}},
                           folder="aws_style")
     # On S3, as the SDK's default: each host's parameter server writes its shard of a checkpoint there.

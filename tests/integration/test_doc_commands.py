@@ -116,15 +116,24 @@ def test_the_documented_commands_run_as_written(scratch):
         done = run(command, scratch)
         ran.append(command)
         print(f"{page}: {command} ({time.monotonic() - started:.0f} s)")
-        check_output(command, done.stdout, done.stderr)
+        check_output(command, done.stdout, done.stderr, scratch)
     assert len(ran) >= 12, ran
 
 
-def check_output(command: str, stdout: str, stderr: str) -> None:
+def check_output(command: str, stdout: str, stderr: str, cwd) -> None:
     """What each kind of command must have done, beyond its exit code."""
     output = stdout + stderr
-    if " trainer local " in command or command.startswith("./build.sh demo"):
+    if " trainer local " in command:
         assert "SUCCEEDED" in output and "eval_auc:" in output, output[-3000:]
+    elif command.startswith("./build.sh demo"):
+        assert "SUCCEEDED" in stdout, output[-3000:]
+        assert re.search(r"eval_auc: 0\.\d+", stdout) and re.search(r"train_samples_per_sec: \d", stdout), stdout
+        assert f"model: {ROOT / 'out' / 'demo' / 'job' / 'model' / '1'}" in stdout, stdout
+    elif " trainer tune " in command:
+        assert "as hyperparameters: intra_op_threads=" in stdout and "batch_size=1024:" in stdout, stdout
+        result = json.loads((pathlib.Path(cwd) / "out" / "tune" / "tune.json").read_text())
+        assert len(result["trials"]) >= 2 and all(t["samples_per_sec"] > 0 for t in result["trials"]), result
+        assert [row["batch_size"] for row in result["batch_sizes"]] == [256, 1024], result
     elif " trainer plan " in command:
         result = json.loads(stdout)
         assert result["plan"]["mode"] and result.get("check_input", {}).get("exactly_once", True), stdout[-2000:]

@@ -202,16 +202,6 @@ def test_user_module_replaces_the_model(aws_split, tmp_path):
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
 
 
-def test_demo_command(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "trainer", "demo", "--dir", str(tmp_path),
-                           "--train-rows", "20000", "--eval-rows", "4000"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "SUCCEEDED" in done.stdout
-    assert re.search(r"eval_auc: 0\.\d+", done.stdout) and re.search(r"train_samples_per_sec: \d", done.stdout)
-    assert f"model: {tmp_path / 'job' / 'model' / '1'}" in done.stdout
-
-
 def test_script_mode_program_from_its_submit_directory(aws_split, tmp_path):
     """What the SDK's TensorFlow estimator sends: sagemaker_program, sagemaker_submit_directory,
     model_dir, and the script's own hyperparameters."""
@@ -230,13 +220,3 @@ def test_tune_threads_measures_settings_then_trains(aws_split, tmp_path):
     assert run.exit_code == 0, run.log[-3000:]
     assert re.search(r"tune_threads: \d+ settings measured in \d+ s", run.log)
     assert run.metrics["steps"] == 32
-
-
-def test_tune_command_prints_the_best_settings(aws_split, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "trainer", "tune", "--channel", f"training={aws_split['training']}",
-                           "--seconds", "30", "--batch-sizes", "512", "--out", str(tmp_path)],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "as hyperparameters: intra_op_threads=" in done.stdout and "batch_size=512:" in done.stdout
-    result = json.loads((tmp_path / "tune.json").read_text())
-    assert len(result["trials"]) >= 2 and all(t["samples_per_sec"] > 0 for t in result["trials"])
