@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import tempfile
@@ -78,7 +79,28 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ.pop(LOCKS_ENV, ""), ignore_errors=True)
 
 
+# Where each test's wall time and the machine's CPU time during it are written (JSON lines),
+# when set: how the suite's time is measured (docs/development.md). Run with -n 0, the CPU
+# time is the test's own.
+CPU_LOG_ENV = "TRAINER_TEST_CPU_LOG"
+
+
+def machine_cpu_sec() -> float:
+    """CPU time the whole machine has spent (user, nice, system) since boot."""
+    with open("/proc/stat") as f:
+        user, nice, system = (int(value) for value in f.readline().split()[1:4])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    with holding(cores_of(item), os.environ[LOCKS_ENV]):
+    cores = cores_of(item)
+    asked = time.monotonic()
+    with holding(cores, os.environ[LOCKS_ENV]):
+        began, cpu = time.monotonic(), machine_cpu_sec()
         yield
+        if os.environ.get(CPU_LOG_ENV):
+            with open(os.environ[CPU_LOG_ENV], "a") as log:
+                log.write(json.dumps({"test": item.nodeid, "cores": cores, "waited_sec": round(began - asked, 1),
+                                      "wall_sec": round(time.monotonic() - began, 1),
+                                      "machine_cpu_sec": round(machine_cpu_sec() - cpu, 1)}) + "\n")

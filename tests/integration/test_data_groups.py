@@ -28,9 +28,9 @@ def parse_fn(serialized, hp):
     return {"ids": parsed["ids"], "values": tf.clip_by_value(parsed["values"], -10.0, 10.0)}, parsed["label"]
 '''
 
-CASES = {  # name: (training hosts, data hosts, hyperparameters)
-    "single, 2 data hosts": (1, 2, {}),
-    "hooks' parse_fn on the data host": (1, 1, {"user_module": "HOOKS"}),
+CASES = {  # name: (training hosts, data hosts, hyperparameters); the built-in parsing runs on the data
+    # hosts in the last two, the hooks' in the first, which splits the input over two data hosts
+    "single, hooks' parse_fn on 2 data hosts": (1, 2, {"user_module": "HOOKS"}),
     "horovod 2 ranks, 1 data host": (1, 1, {"distribution": "horovod", "processes_per_host": 2}),
     "multi_worker_mirrored on 2 hosts, 1 data host": (2, 1, {"distribution": "multi_worker_mirrored"}),
 }

@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -13,9 +14,10 @@ import tensorflow as tf
 from conftest import PROJECT_ROOT, run_local
 from tensorboard_events import runs, series
 from trainer.cpu.settings import bfloat16_supported
+from trainer.local.runner import LocalJob
 from trainer.report import METRIC_DEFINITIONS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cores(1)]  # one training process at a time
 
 
 def check_saved_model(export_dir, field_size=39):
@@ -91,12 +93,14 @@ def test_log_lines_match_the_metric_definitions(file_and_pipe_runs):
                      r"\(\w+\) KMP_AFFINITY=\S+ KMP_BLOCKTIME=\d+\(\w+\)", log)
 
 
-# input mode, how the files are named, the channel's settings (SageMaker's TrainingInput)
+# input mode -> how each channel's file is named and its settings (SageMaker's TrainingInput).
+# Training and evaluation read differently in each job: a channel read wrong shows in the
+# steps (training) or the AUC (evaluation).
 COMPRESSED_AND_WRAPPED = {
-    "File, .gz files": ("File", "{}.tfrecord.gz", ()),
-    "File, CompressionType Gzip": ("File", "{}-part-0", ("CompressionType=Gzip",)),
-    "Pipe, CompressionType Gzip (streamed decompressed)": ("Pipe", "{}.tfrecord.gz", ("CompressionType=Gzip",)),
-    "Pipe, RecordWrapperType RecordIO": ("Pipe", "{}.tfrecord", ("RecordWrapperType=RecordIO",)),
+    "File: training .gz files, evaluation CompressionType Gzip": ("File", {
+        "training": ("{}.tfrecord.gz", ()), "evaluation": ("{}-part-0", ("CompressionType=Gzip",))}),
+    "Pipe: training CompressionType Gzip (streamed decompressed), evaluation RecordWrapperType RecordIO": ("Pipe", {
+        "training": ("{}.tfrecord.gz", ("CompressionType=Gzip",)), "evaluation": ("{}.tfrecord", ("RecordWrapperType=RecordIO",))}),
 }
 
 
@@ -107,42 +111,44 @@ def test_gzip_and_recordio_channels(aws_split, tmp_path, case):
     in RecordIO records: the same job, the same steps and model quality."""
     import gzip
 
-    input_mode, name, settings = COMPRESSED_AND_WRAPPED[case]
-    channels = {}
-    for channel in ("training", "evaluation"):
+    input_mode, layouts = COMPRESSED_AND_WRAPPED[case]
+    channels, config = {}, []
+    for channel, (name, settings) in layouts.items():
         data = open(aws_split[channel], "rb").read()
         path = tmp_path / "data" / channel / name.format(channel)
         path.parent.mkdir(parents=True)
         compressed = name.endswith(".gz") or "CompressionType=Gzip" in settings
         path.write_bytes(gzip.compress(data, compresslevel=1) if compressed else data)
         channels[channel] = str(path.parent)
-    run = run_local(tmp_path / "job", channels, {"num_epochs": 1}, input_mode=input_mode,
-                    channel_config=[f"{channel}:{setting}" for channel in channels for setting in settings])
+        config += [f"{channel}:{setting}" for setting in settings]
+    run = run_local(tmp_path / "job", channels, {"num_epochs": 1}, input_mode=input_mode, channel_config=config)
     assert run.exit_code == 0, run.log[-3000:]
     assert run.metrics["steps"] == 32 and run.metrics["eval_auc"] > 0.65, run.metrics
 
 
 @pytest.mark.parametrize("local_path", [False, True], ids=["opt-ml-checkpoints", "checkpointconfig-local-path"])
-def test_resumes_from_its_checkpoint(aws_split, tmp_path, local_path):
+def test_resumes_from_its_checkpoint(file_and_pipe_runs, aws_split, tmp_path, local_path):
     """From /opt/ml/checkpoints, or from the LocalPath of the job's checkpointconfig.json
-    (the SDK's checkpoint_local_path), which `trainer plan` shows."""
+    (the SDK's checkpoint_local_path), which `trainer plan` shows: the checkpoints of the
+    3-epoch File-mode job above, copied there, and a job of 4 epochs that starts from them."""
     checkpoints = tmp_path / "spot-checkpoints" if local_path else tmp_path / "job" / "checkpoints"
+    shutil.copytree(os.path.join(file_and_pipe_runs["File"].job_dir, "checkpoints"), checkpoints)
     where = {"checkpoint_local_path": checkpoints} if local_path else {}
-    first = run_local(tmp_path / "job", aws_split, {"num_epochs": 1}, **where)
-    assert first.exit_code == 0, first.log[-3000:]
-    assert first.metrics["steps"] == 32
-    assert "checkpoint" in os.listdir(checkpoints)
+    hp = {"feature_size": 117581, "log_steps": 8, "num_epochs": 4}
     if local_path:
-        assert not os.listdir(tmp_path / "job" / "checkpoints")
+        LocalJob({name: [path] for name, path in aws_split.items()}, {k: str(v) for k, v in hp.items()},
+                 checkpoint_local_path=str(checkpoints)).lay_out(str(tmp_path / "job"))
         plan = subprocess.run([sys.executable, "-m", "trainer", "plan", "--job-dir", str(tmp_path / "job")],
                               capture_output=True, text=True, cwd=PROJECT_ROOT)
-        assert json.loads(plan.stdout)["folders"]["checkpoints"] == str(checkpoints)
-    second = run_local(tmp_path / "job", aws_split, {"num_epochs": 2}, **where)
-    assert second.exit_code == 0, second.log[-3000:]
-    assert f"resumed from {checkpoints}" in second.log and "1 epochs and 32 steps done" in second.log
-    assert second.metrics["steps"] == 64 and second.metrics["epochs"] == 2
-    assert second.metrics["resumed_from_epoch"] == 1
-    assert [h["epoch"] for h in second.metrics["history"]] == [2]
+        assert json.loads(plan.stdout)["folders"]["checkpoints"] == str(checkpoints), plan.stdout + plan.stderr
+    resumed = run_local(tmp_path / "job", aws_split, hp, **where)
+    assert resumed.exit_code == 0, resumed.log[-3000:]
+    assert f"resumed from {checkpoints}" in resumed.log and "3 epochs and 96 steps done" in resumed.log
+    assert resumed.metrics["steps"] == 128 and resumed.metrics["epochs"] == 4
+    assert resumed.metrics["resumed_from_epoch"] == 3
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [4]
+    if local_path:
+        assert not os.listdir(tmp_path / "job" / "checkpoints")
 
 
 @pytest.mark.parametrize("switches", [
