@@ -5,7 +5,8 @@
 #   ./build.sh exec CMD...    run CMD inside that environment (in the current folder)
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
 #   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS; with none, the
-#                             CPU image builds in the background meanwhile, if it is missing)
+#                             CPU image and the benchmarks' and SDK's environments are made in
+#                             the background meanwhile)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
 #                             and scripts make their own environments from bench-envs/)
@@ -14,6 +15,7 @@
 #   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
+#   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
 #   ./build.sh preflight      prove that two containers on one network find each other by name
 #                             (what multi-host jobs need), or say what is missing and how to fix it
 #
@@ -142,18 +144,20 @@ run_in_env() {
 
 IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
 
-# The whole suite on a machine without the CPU image: build it in the background while the
-# Python environment is made and the tiers before the container tests run (its downloads
-# overlap their work); the container tests' own `image cpu` waits for it, then reuses it.
+# The whole suite: what its later tests need is made in the background, at a lower priority
+# than the tests (nice), while the Python environment is made and the tiers before them run:
+# the CPU image (its downloads overlap their work), then the benchmarks' environments and the
+# SDK's. Each is made once, under a lock: the tests' own calls wait for it, then reuse it.
+# The benchmarks' environments need the project's (its Horovod wheel): they start after setup.
 prebuild_image() {
-  local eng
-  eng="$("$ROOT/docker/engine.sh" name 2>/dev/null || true)"
-  if [ -n "$eng" ] && "$eng" image inspect "localhost/$IMAGE_NAME:cpu" >/dev/null 2>&1; then
-    return 0  # built before: the tests' call takes seconds
-  fi
   mkdir -p "$CACHE_DIR"
   log "building the CPU image in the background (log: $CACHE_DIR/image-build.log)"
-  "$0" image cpu >"$CACHE_DIR/image-build.log" 2>&1 &
+  nice -n 10 "$0" image cpu >"$CACHE_DIR/image-build.log" 2>&1 &
+}
+
+prebuild_environments() {
+  log "making the benchmarks' and the SDK's environments in the background (log: $CACHE_DIR/environments.log)"
+  { nice -n 10 "$0" bench-envs && nice -n 10 "$0" sdk-setup; } >"$CACHE_DIR/environments.log" 2>&1 &
 }
 
 engine() { "$ROOT/docker/engine.sh" name; }
@@ -200,7 +204,10 @@ sdk_setup() {
   "$ROOT/docker/engine.sh" setup
   local hash venv
   hash="$(cat "$ROOT/requirements-sdk.txt" "$ROOT/constraints-sdk.txt" | sha256sum | cut -c1-16)"
-  venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/sdk-venv-$hash"
+  venv="$CACHE_DIR/sdk-venv-$hash"
+  mkdir -p "$CACHE_DIR"
+  exec 8>"$CACHE_DIR/sdk-venv.lock"
+  flock 8  # made once, also when the suite's background work is making it
   if [ ! -f "$venv/.complete" ]; then
     log "creating $venv (SageMaker Python SDK)"
     rm -rf "$venv"
@@ -226,7 +233,10 @@ bench_env() {
   local extra="$ROOT/bench-envs/$name.horovod.txt"  # a second step, when there is one
   [ -f "$extra" ] || extra=/dev/null
   hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" "$ROOT/docker/horovod-cmake" | sha256sum | cut -c1-16)"
-  venv="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer/bench-$name-$hash"
+  venv="$CACHE_DIR/bench-$name-$hash"
+  mkdir -p "$CACHE_DIR"
+  exec 7>"$CACHE_DIR/bench-$name.lock"
+  flock 7  # made once, also when the suite's background work is making it
   if [ ! -f "$venv/.complete" ]; then
     log "creating $venv (benchmark environment $name)"
     rm -rf "$venv"
@@ -271,17 +281,23 @@ case "$cmd" in
   exec) run_here_in_env "$@" ;;
   demo) setup; run_in_env trainer demo "$@" ;;
   test)
-    install_system_packages  # before the background build's own apt-get: one apt at a time
-    [ $# -eq 0 ] && prebuild_image
-    setup; run_in_env python -m pytest "$@" ;;
+    # Every apt-get before the background work, which would otherwise run its own beside it.
+    install_system_packages
+    if [ $# -eq 0 ]; then "$ROOT/docker/engine.sh" setup; prebuild_image; fi
+    setup
+    [ $# -eq 0 ] && prebuild_environments
+    run_in_env python -m pytest "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
   bench) setup; bench "$@" ;;
   base) base_image ;;
   image) image "$@" ;;
   image-lock) image_lock ;;
   sdk-setup) sdk_setup ;;
+  bench-envs) setup; for name in "$ROOT"/bench-envs/*.txt; do
+                case "$name" in *.horovod.txt) ;; *) bench_env "$(basename "$name" .txt)" >/dev/null ;; esac
+              done ;;
   preflight) base_image; "$ROOT/docker/engine.sh" preflight docker.io/library/ubuntu:22.04 ;;
   push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
-  help|-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  help|-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command: $cmd"; sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -130,7 +130,8 @@ def test_the_readme_script_example(sdk_path, tmp_path, bucket):
 
 def test_the_hooks_example(sdk_path, tmp_path, bucket):
     """my_model.py as the docs show it, trained by the container with Horovod on 2 hosts x 2
-    ranks, through the SDK's local mode."""
+    ranks (the training toolkit's MPI runner and sshd in every container), through the SDK's
+    local mode."""
     source = tmp_path / "src"
     source.mkdir()
     (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
@@ -138,4 +139,7 @@ def test_the_hooks_example(sdk_path, tmp_path, bucket):
     result, log, _ = run_example(sdk_path, tmp_path, bucket, code, TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
+    assert "user module my_model provides: model_fn, parse_fn, optimizer_fn" in log, log[-3000:]
+    # 4 ranks over 8,000 records: 2,000 each, 8 steps of 256 an epoch
+    assert "world size 4" in log and "epoch=1 steps=8 " in log, log[-3000:]
     assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))

@@ -73,12 +73,12 @@ def script(distribution):
     return {"entry_point": "model.py", "source_dir": os.path.join(HERE, "sdk"), "distribution": distribution}
 
 
+# MPI (2 x 2 ranks through the SageMaker training toolkit's MPI runner and sshd in every
+# container): docs/sagemaker.md's hooks example (test_doc_examples.py::test_the_hooks_example).
 @pytest.mark.parametrize("distribution, mode", [
     ({"parameter_server": {"enabled": True}}, "parameter_server"),
-    # through the SageMaker training toolkit's MPI runner and sshd in every container
-    ({"mpi": {"enabled": True, "processes_per_host": 2}}, "horovod"),
     ({"multi_worker_mirrored_strategy": {"enabled": True}}, "multi_worker_mirrored"),
-], ids=["parameter_server", "mpi-2x2", "multi_worker_mirrored"])
+], ids=["parameter_server", "multi_worker_mirrored"])
 def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mode):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
                                                     "hyperparameters": {"num_epochs": 2, "adagrad_rate": 0.05},
@@ -86,9 +86,6 @@ def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mod
                                 timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert f"distribution: {mode}" in log
-    if mode == "horovod":
-        # 4 ranks over 8,000 records: 2,000 each, 8 steps of 256 an epoch
-        assert "world size 4" in log and "epoch=1 steps=8 " in log
     assert "user module model provides: model_fn, optimizer_fn" in log
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 

@@ -212,7 +212,7 @@ def test_mpirun_command_for_cpu_workers():
                              "horovod_cycle_time": "3.5", "mpi_options": "--verbose"}))
     command = " ".join(plan.launch.command)
     assert command.startswith("mpirun --allow-run-as-root -np 2 --host localhost:2 ")
-    assert "--map-by slot:PE=4 --bind-to core" in command  # P10
+    assert "--map-by slot:PE=4 --bind-to core -mca mpi_yield_when_idle 1" in command  # P10
     assert "-mca btl_vader_single_copy_mechanism none -x OMPI_MCA_btl_vader_single_copy_mechanism=none" in command  # P11
     assert "-x HOROVOD_AUTOTUNE -x HOROVOD_CYCLE_TIME -x HOROVOD_FUSION_THRESHOLD" in command  # P27
     assert command.endswith("-x NCCL_DEBUG=INFO --verbose python -m trainer.worker")
@@ -223,18 +223,20 @@ def test_mpirun_command_for_cpu_workers():
 
 YIELDS = "-mca mpi_yield_when_idle 1"
 BINDING_CASES = {
-    # job, ranks per host -> mpirun's binding options, whether a waiting rank yields its CPU
-    "1 host, 4 cores, 2 ranks: 2 cores each (P10)": (job(cpus=8, cores=4), 2, "--map-by slot:PE=2 --bind-to core", False),
-    "1 host, 2 cores, 2 ranks: a core each": (job(cpus=2, cores=2), 2, "--map-by slot:PE=1 --bind-to core", False),
-    "1 host, 1 rank: its threads use every CPU": (job(cpus=2, cores=2), 1, "--bind-to none", False),
-    "1 host, 4 cores and 8 vCPUs, 6 ranks: not bound, none spins on another's CPU": (
-        job(cpus=8, cores=4), 6, "--bind-to none", False),
+    # job, ranks per host -> mpirun's binding options, whether the host has more ranks than CPUs
+    "1 host, 4 cores, 2 ranks: 2 cores each (P10)": (job(cpus=8, cores=4), 2,
+                                                     "--map-by slot:PE=2 --bind-to core " + YIELDS, False),
+    "1 host, 2 cores, 2 ranks: a core each": (job(cpus=2, cores=2), 2, "--map-by slot:PE=1 --bind-to core " + YIELDS,
+                                              False),
+    "1 host, 1 rank: its threads use every CPU": (job(cpus=2, cores=2), 1, "--bind-to none " + YIELDS, False),
+    "1 host, 4 cores and 8 vCPUs, 6 ranks: not bound": (job(cpus=8, cores=4), 6, "--bind-to none " + YIELDS, False),
     "1 host, 2 vCPUs, 4 ranks: more ranks than CPUs": (job(cpus=2, cores=2), 4, "--bind-to none " + YIELDS, True),
-    "2 hosts, 8 vCPUs, 2 ranks each: as the toolkit's mpirun": (job(hosts=2, cpus=8, cores=4), 2, "--bind-to none",
-                                                                False),
+    "2 hosts, 8 vCPUs, 2 ranks each: as the toolkit's mpirun": (job(hosts=2, cpus=8, cores=4), 2,
+                                                                "--bind-to none " + YIELDS, False),
     "2 hosts, 2 vCPUs, 4 ranks each: more ranks than CPUs": (job(hosts=2, cpus=2, cores=2), 4,
                                                              "--bind-to none " + YIELDS, True),
-    "1 host, 4 GPUs, 4 ranks: one GPU each, not bound": (job(gpus=4, cpus=32, cores=16), 4, "--bind-to none", False),
+    "1 host, 4 GPUs, 4 ranks: one GPU each, NCCL moves the data": (job(gpus=4, cpus=32, cores=16), 4, "--bind-to none",
+                                                                   False),
     "1 host, 4 GPUs and 2 vCPUs, 4 ranks: more ranks than CPUs": (job(gpus=4, cpus=2, cores=2), 4,
                                                                  "--bind-to none " + YIELDS, True),
 }
@@ -242,13 +244,14 @@ BINDING_CASES = {
 
 @pytest.mark.parametrize("case", BINDING_CASES)
 def test_how_ranks_share_a_hosts_cpus(case):
-    the_job, per_host, options, yields = BINDING_CASES[case]
+    the_job, per_host, options, oversubscribed = BINDING_CASES[case]
     binding = cpu_binding(the_job, per_host)
-    assert " ".join(binding.options) == options and binding.oversubscribed == yields
-    assert ("more ranks than CPUs" in binding.why) == yields
+    assert " ".join(binding.options) == options and binding.oversubscribed == oversubscribed
+    assert ("more ranks than CPUs" in binding.why) == oversubscribed
+    assert ("mpi_yield_when_idle" in binding.why) == (YIELDS in options)
 
 
-def test_more_ranks_than_cpus_yield_in_the_plan_the_log_and_the_toolkits_mpirun():
+def test_the_plan_the_log_and_the_toolkits_mpirun_say_how_ranks_share_the_cpus():
     hp = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 4}
     for hosts in (1, 2):
         plan = make_plan(job(hosts=hosts, cpus=2, cores=2, sdk=hp))
@@ -256,7 +259,7 @@ def test_more_ranks_than_cpus_yield_in_the_plan_the_log_and_the_toolkits_mpirun(
         assert plan.launch.cpu_binding.startswith("4 ranks per host on 2 vCPU(s), more ranks than CPUs")
         assert plan.to_dict()["launch"]["cpu_binding"] == plan.launch.cpu_binding  # trainer plan's JSON
         assert "; ranks 4 ranks per host on 2 vCPU(s), more ranks than CPUs" in describe(plan, False)
-    assert YIELDS not in " ".join(make_plan(job(hosts=2, cpus=8, cores=4, sdk=hp)).launch.command)
+    assert YIELDS not in " ".join(make_plan(job(hosts=2, gpus=4, cpus=32, cores=16, sdk=hp)).launch.command)
 
 
 def test_tf_config_for_parameter_servers():

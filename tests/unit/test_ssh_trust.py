@@ -257,17 +257,17 @@ def test_simulated_hosts_mpirun_logs_in_with_the_job_key_over_the_job_interface(
     assert "--host algo-1:2,algo-2:2" in joined
 
 
-@pytest.mark.parametrize("cpus, yields", [(2, True), (8, False)], ids=["4 ranks on 2 vCPUs", "4 ranks on 8 vCPUs"])
-def test_the_toolkits_mpirun_across_hosts_gets_the_plans_cpu_settings(cpus, yields):
-    """The training toolkit's own mpirun command (it binds nothing): a waiting rank yields
-    where a host has more ranks than CPUs; the user's options still come after the plan's."""
+@pytest.mark.parametrize("gpus, yields", [(0, True), (4, False)], ids=["CPU hosts", "GPU hosts"])
+def test_the_toolkits_mpirun_across_hosts_gets_the_plans_cpu_settings(gpus, yields):
+    """The training toolkit's own mpirun command (it binds nothing): on CPU hosts a waiting
+    rank yields its CPU; the user's options still come after the plan's."""
     from test_planner import job
     from trainer.launch.toolkit_mpi import toolkit_runner
     from trainer.plan.planner import make_plan
 
-    the_job = job(hosts=2, cpus=cpus, cores=cpus, sdk={"sagemaker_mpi_enabled": True,
-                                                       "sagemaker_mpi_num_of_processes_per_host": 4,
-                                                       "sagemaker_mpi_custom_mpi_options": "--verbose"})
+    the_job = job(hosts=2, gpus=gpus, cpus=32, cores=16, sdk={"sagemaker_mpi_enabled": True,
+                                                              "sagemaker_mpi_num_of_processes_per_host": 4,
+                                                              "sagemaker_mpi_custom_mpi_options": "--verbose"})
     joined = " ".join(toolkit_runner(the_job, make_plan(the_job), ssh=None)._create_command())
     assert "-bind-to none" in joined and "--host algo-1:4,algo-2:4 -np 8" in joined
     assert ("-mca mpi_yield_when_idle 1 --verbose" in joined) == yields and "--verbose" in joined

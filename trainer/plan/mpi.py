@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from trainer.plan import sdk
 
 
-# A rank waiting in a collective polls for its peers' messages; with more ranks than CPUs it
-# would spin on the CPU that the rank it waits for needs. Yielding gives that CPU back.
+# A rank waiting in a collective polls for its peers' messages. On CPUs that spinning takes
+# the CPU that the rank's own compute threads, or the rank it waits for, need: yielding gives
+# it back (2 Horovod ranks on 2 vCPUs: 1.3x the samples/s, docs/distribution.md).
 YIELD_WHEN_IDLE = ("-mca", "mpi_yield_when_idle", "1")
 
 
@@ -23,14 +24,11 @@ class CpuBinding:
     binding: tuple[str, ...]
     mca: tuple[str, ...]
     why: str
+    oversubscribed: bool = False  # more ranks than CPUs on a host
 
     @property
     def options(self) -> tuple[str, ...]:
         return self.binding + self.mca
-
-    @property
-    def oversubscribed(self) -> bool:
-        return self.mca == YIELD_WHEN_IDLE
 
 
 def cpu_binding(job, per_host: int) -> CpuBinding:
@@ -39,21 +37,24 @@ def cpu_binding(job, per_host: int) -> CpuBinding:
     if per_host > job.num_cpus:
         return CpuBinding(unbound, YIELD_WHEN_IDLE,
                           f"{per_host} ranks per host on {job.num_cpus} vCPU(s), more ranks than CPUs: not bound to "
-                          "cores, and a rank waiting in a collective yields its CPU to the others instead of spinning "
-                          "on it (mpi_yield_when_idle); each rank runs slower than with a CPU of its own")
+                          "cores, and a rank waiting in a collective yields its CPU (mpi_yield_when_idle); each rank "
+                          "runs slower than with a CPU of its own", oversubscribed=True)
     if job.num_gpus:
         return CpuBinding(unbound, (), "not bound to cores: one GPU per rank")
+    waits = "a rank waiting in a collective yields its CPU to the threads that compute (mpi_yield_when_idle)"
     if len(job.hosts) > 1:
-        return CpuBinding(unbound, (), "not bound to cores, as the training toolkit's mpirun across hosts runs them")
+        return CpuBinding(unbound, YIELD_WHEN_IDLE,
+                          f"not bound to cores, as the training toolkit's mpirun across hosts runs them; {waits}")
     if per_host == 1:
-        return CpuBinding(unbound, (), "one rank, not bound: its threads use every CPU")
+        return CpuBinding(unbound, YIELD_WHEN_IDLE, f"one rank, not bound: its threads use every CPU; {waits}")
     if per_host > job.num_physical_cores:
-        return CpuBinding(unbound, (), f"{per_host} ranks on {job.num_physical_cores} physical core(s): not bound "
-                                       "(a rank bound to a core would share it with another)")
+        return CpuBinding(unbound, YIELD_WHEN_IDLE,
+                          f"{per_host} ranks on {job.num_physical_cores} physical core(s): not bound (a rank bound to "
+                          f"a core would share it with another); {waits}")
     cores = job.num_physical_cores // per_host
     # P10: several CPU workers on a host: each pinned to cores of its own.
-    return CpuBinding(("--map-by", f"slot:PE={cores}", "--bind-to", "core"), (),
-                      f"each rank bound to {cores} core(s) of its own (see P10 in docs/pitfalls.md)")
+    return CpuBinding(("--map-by", f"slot:PE={cores}", "--bind-to", "core"), YIELD_WHEN_IDLE,
+                      f"each rank bound to {cores} core(s) of its own (see P10 in docs/pitfalls.md); {waits}")
 
 
 def mpi_command(job, per_host: int, process_command: tuple[str, ...]) -> tuple[str, ...]:
