@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from bounds import within
 from conftest import PROJECT_ROOT
 from sdk_jobs import (HERE, ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members,
                       sdk_inputs, sdk_job, sdk_path, user_scripts)  # noqa: F401 (fixtures)
@@ -66,7 +67,7 @@ def test_bad_hyperparameter_fails_fast_and_says_why(sdk_path, sdk_inputs, tmp_pa
                                      timeout=ONE_HOST_TIMEOUT_SEC)
     assert "error" in result
     assert "hyperparameter 'batch_size': expected an integer, got 'large'" in log
-    assert seconds < 60, f"the failing job took {seconds:.0f} s"
+    assert seconds < within(0), f"the failing job took {seconds:.0f} s"  # at once: the hyperparameters are read first
 
 
 def script(distribution):

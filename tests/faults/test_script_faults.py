@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from bounds import END_GRACE_SEC, FOLLOW_MARGIN_SEC, PEER_LOST_SEC, STOP_GRACE_SEC, within
 from conftest import PROJECT_ROOT, pids_of
-from test_process_faults import END_WITHIN_SEC, kill_and_time
+from test_process_faults import kill_and_time
 from watched import WatchedJob, first_line
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ def test_sigterm_reaches_the_script_and_ends_the_job(aws_split, tmp_path, record
     line = first_line(run)
     assert run.exit_code == 143, run.log[-3000:]
     assert line == "stopped by SIGTERM: script keras_train.py (rank 0 on algo-1) was killed by signal 15 (SIGTERM)", line
-    assert seconds < END_WITHIN_SEC
+    assert seconds < within(STOP_GRACE_SEC + FOLLOW_MARGIN_SEC)  # a script's grace
     assert not pids_of("keras_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
     record_fault("SIGTERM to a training script's job (the script has no handler of its own)", line, seconds)
 
@@ -42,7 +43,7 @@ def test_a_killed_rank_of_a_horovod_script_ends_every_rank_and_is_named(aws_spli
     line = first_line(run)
     assert run.exit_code != 0
     assert line.startswith("script hvd_train.py (rank 1 on algo-1) was killed by signal 9 (SIGKILL)"), line
-    assert seconds < END_WITHIN_SEC
+    assert seconds < within(END_GRACE_SEC)
     assert not pids_of("hvd_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
     record_fault("a rank of a Horovod training script killed (SIGKILL)", line, seconds)
 
@@ -55,13 +56,13 @@ def test_a_failed_host_ends_the_other_hosts_script(aws_split, tmp_path, record_f
         hosts=2)
     job.wait_for(r"running mwms_train.py \(rank 1 on algo-2\)")
     failed = time.monotonic()
-    run = job.finish(timeout=END_WITHIN_SEC + 120)
+    run = job.finish(timeout=within(STOP_GRACE_SEC + FOLLOW_MARGIN_SEC))  # a hang guard
     seconds = time.monotonic() - failed
     line = first_line(run)  # the first host's
     assert run.exit_code == 1, run.log[-3000:]
     assert line == ("algo-1: algo-2 failed: script mwms_train.py (rank 1 on algo-2) exited with code 1: "
                     "RuntimeError: worker 1 cannot go on"), line
-    assert seconds < END_WITHIN_SEC
+    assert seconds < within(PEER_LOST_SEC)
     assert not pids_of("mwms_train.py", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job" / "algo-1")})
     record_fault("multi-worker mirrored training script: the second host's script fails, the first host's "
                  "failure file (time from the second host's start)", line, seconds)
@@ -79,7 +80,7 @@ def test_a_script_that_ignores_sigterm_is_killed_after_its_grace(aws_split, tmp_
     # Where the script was when it was killed (it trains: its stack is inside Keras' fit).
     assert re.search(r"when they were killed:\nrank 0 \(pid \d+\) on algo-1:\n(.*\n)*?.*\(keras_train\.py:\d+\)",
                      run.failure), run.failure
-    assert 3 <= seconds < END_WITHIN_SEC
+    assert 3 <= seconds < within(3 + END_GRACE_SEC)  # stop_grace_sec=3
     record_fault("a training script that ignores SIGTERM (stop_grace_sec=3)", line, seconds)
 
 
@@ -97,6 +98,6 @@ def test_a_lost_worker_host_ends_the_master_s_script(aws_split, tmp_path, record
     assert run.exit_code == 1, run.log[-3000:]
     assert line == ("algo-1: algo-2 failed: script ps_train.py (rank 1 on algo-2) was killed by signal 9 "
                     "(SIGKILL)"), line
-    assert seconds < END_WITHIN_SEC
+    assert seconds < within(PEER_LOST_SEC)
     record_fault("parameter-server training script: the worker host's script killed (SIGKILL), the master's "
                  "failure file", line, seconds)

@@ -1,7 +1,7 @@
 """A TF 2 parameter-server script for AWS's container (distribution={'parameter_server':
 ...}): TF_CONFIG names a master (here the coordinator), workers and the PS tasks the
 container runs; a worker serves until the job ends. --worker_leaves_after_sec S: the worker
-returns S seconds after it started serving (exit 0, while the master still trains)."""
+leaves S seconds after it started serving (exit 0, while the master still trains)."""
 import argparse
 import json
 import os
@@ -30,7 +30,9 @@ def main():
         if args.worker_leaves_after_sec:
             time.sleep(args.worker_leaves_after_sec)
             print("the worker leaves", flush=True)
-            return
+            # Exit 0 at once: TensorFlow's own teardown of a server that other tasks still
+            # call into crashes at times (SIGSEGV), which would be a different fault.
+            os._exit(0)
         server.join()
         return
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="chief", task_id=0,

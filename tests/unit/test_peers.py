@@ -243,7 +243,7 @@ def test_a_host_whose_part_succeeded_waits_for_the_others_to_end(name, caplog):
     assert peers.wait_for_the_job_end("algo-1", others, timeout_sec=3, poll_sec=0.2) == still_running
     seconds = time.monotonic() - started
     if still_running:
-        assert 3 <= seconds < 8
+        assert 3 <= seconds < 3 + 5  # the bound, plus 5 s for the last polls on a loaded machine
         assert ("localhost did not end its part within 3 s (peer_wait_sec): this host ends anyway, its own part "
                 "having succeeded; see localhost's log") in caplog.text
     else:

@@ -78,7 +78,12 @@ def start_tasks(job, roles) -> list:
                              preexec_fn=die_with_parent) for role in roles]
 
 
-def end_tasks(tasks: list, grace_sec: float = 10.0) -> None:
+# A process ended by its launcher (the job's end, or a failure elsewhere) gets this long
+# between SIGTERM and SIGKILL.
+END_GRACE_SEC = 10.0
+
+
+def end_tasks(tasks: list, grace_sec: float = END_GRACE_SEC) -> None:
     """Stop helper processes (parameter-server tasks) at the end: SIGTERM, SIGKILL after `grace_sec`."""
     for task in tasks:
         task.terminate()
@@ -238,7 +243,7 @@ class Supervised:
         """SIGTERM to the child (and its group), without waiting."""
         self._signal(signal.SIGTERM)
 
-    def end(self, grace_sec: float = 10.0) -> None:
+    def end(self, grace_sec: float = END_GRACE_SEC) -> None:
         """Stop the child (and its group) if it still runs: SIGTERM, then SIGKILL after `grace_sec`."""
         if self.process.poll() is not None:
             return

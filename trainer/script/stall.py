@@ -160,6 +160,12 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICKS_PER_SEC
 
 
+def waiting_margin_sec(bound_sec: float) -> float:
+    """What a rank idle inside TensorFlow or Horovod (waiting for another process) gets
+    beyond the bound, so that the host where the job really stopped names it first."""
+    return min(120.0, max(15.0, bound_sec / 4))
+
+
 class StallWatch:
     """Watches one supervised process (the script, or mpirun and its ranks) on this host.
     `feed` takes its output lines (Horovod's reports); `stalled` says whether it ended it."""
@@ -175,7 +181,7 @@ class StallWatch:
         # A process of a script run once per host has no rank of its own (-1): the plan names it.
         self.process_name = next((p.name for p in plan.on_host(self.host) if p.role != "ps"), self.host)
         self.progress = Progress(bound, lambda rank: plan.process(rank).name if rank < len(plan.processes)
-                                 else f"rank {rank}", waiting_margin_sec=min(120.0, max(15.0, bound / 4)))
+                                 else f"rank {rank}", waiting_margin_sec=waiting_margin_sec(bound))
         self.stalled: Stall | None = None
         self._missing: set[int] | None = None  # a Horovod report being read
         self._check_sec = 60.0
