@@ -43,15 +43,20 @@ def cores_of(item) -> int:
 
 @contextlib.contextmanager
 def holding(cores: int, lock_dir: str):
-    """The machine's `cores` (0, 1 or 2) for the duration of the block."""
+    """The machine's `cores` (0, 1 or 2) for the duration of the block. Tests get their
+    cores in turn: one waiting for its cores holds the turnstile, so that the test process
+    that just gave them back cannot take them again for its next test first."""
     files = [open(os.path.join(lock_dir, f"core-{index}"), "a") for index in range(MACHINE_CORES)]
     try:
-        if cores >= MACHINE_CORES:
-            for file in files:  # always in this order: two tests that want both never deadlock
-                fcntl.flock(file, fcntl.LOCK_EX)
-        elif cores == 1:
-            while not any(_try_lock(file) for file in files):
-                time.sleep(POLL_SEC)
+        if cores:
+            with open(os.path.join(lock_dir, "turnstile"), "a") as turnstile:
+                fcntl.flock(turnstile, fcntl.LOCK_EX)
+                if cores >= MACHINE_CORES:
+                    for file in files:  # always in this order: two tests that want both never deadlock
+                        fcntl.flock(file, fcntl.LOCK_EX)
+                else:
+                    while not any(_try_lock(file) for file in files):
+                        time.sleep(POLL_SEC)
         yield
     finally:
         for file in files:

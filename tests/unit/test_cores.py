@@ -81,3 +81,24 @@ class Item:
 ], ids=["fast", "slow", "slow, one core", "slow, waits only"])
 def test_what_a_test_needs(markers, expected):
     assert cores_of(Item(*markers)) == expected
+
+
+def take_turns(folder: str, cores: int, spans, times: int) -> None:
+    for _ in range(times):
+        hold(cores, folder, spans, None)
+
+
+def test_a_test_waiting_for_one_core_gets_it_between_tests_that_need_both(tmp_path):
+    """One test process runs tests that need both cores back to back; the other's test that
+    needs one core does not wait for all of them: it runs as soon as the current one ends."""
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager:
+        spans = manager.list()
+        greedy = context.Process(target=take_turns, args=(str(tmp_path), 2, spans, 5))
+        greedy.start()
+        while not spans and greedy.is_alive():  # the first test that needs both has run
+            time.sleep(0.05)
+        hold(1, str(tmp_path), spans, None)
+        greedy.join(MEET_WITHIN_SEC)
+        order = [cores for cores, began, _ in sorted(spans, key=lambda span: span[1])]
+    assert order.count(2) == 5 and order.index(1) <= 2, order
