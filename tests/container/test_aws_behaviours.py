@@ -43,7 +43,7 @@ def extracted(model_data, into) -> str:
     return str(into)
 
 
-@pytest.mark.parametrize("hosts", [1, 2])
+@pytest.mark.parametrize("hosts", [pytest.param(1, marks=pytest.mark.cores(1)), 2])
 def test_keras_mnist(sdk_path, mnist, tmp_path, hosts):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": hosts, "inputs": {"training": mnist["data"]},
                                                     "hyperparameters": {"epochs": 1},
@@ -112,6 +112,7 @@ def test_parameter_servers_checkpoint_to_model_dir_on_s3(sdk_path, mnist, tmp_pa
     assert "mnist-ps/model/checkpoint" in keys and "mnist-ps/model/model.ckpt-20.index" in keys, keys
 
 
+@pytest.mark.cores(1)
 def test_a_script_resumes_from_its_checkpoints_on_s3(sdk_path, mnist, tmp_path, s3_on_the_sdk_network):
     """One host, twice with the same model_dir on S3: the second job starts from the first
     one's last checkpoint, and both end with exit code 0 (tensorflow-io 0.35.0 aborted a
@@ -130,6 +131,7 @@ def test_a_script_resumes_from_its_checkpoints_on_s3(sdk_path, mnist, tmp_path, 
     assert f"saved {model_dir}/model.ckpt-20" in runs[1][1]
 
 
+@pytest.mark.cores(1)
 def test_each_job_of_a_tuning_job_gets_its_own_model_dir(sdk_path, tmp_path):
     result, log, _ = sdk_job(sdk_path, tmp_path, {
         "instance_count": 1, "inputs": {},

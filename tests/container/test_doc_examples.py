@@ -44,6 +44,7 @@ RUN_BY = {
 }
 
 
+@pytest.mark.cores(0)
 def test_every_python_example_is_run():
     for page in ("README.md", "docs/sagemaker.md"):
         for code in python_blocks(page):
@@ -101,6 +102,7 @@ def test_the_readme_algorithm_example(sdk_path, tmp_path, bucket):
     assert os.listdir(tmp_path / "job" / "algo-1" / "checkpoints")  # what checkpoint_s3_uri is synced with
 
 
+@pytest.mark.cores(1)
 def test_the_algorithm_example(sdk_path, tmp_path, bucket):
     """One host in File mode with TrainingInputs and a checkpoint URI (not in local mode:
     through `trainer local`); TensorBoard's scalars where SageMaker uploads them."""

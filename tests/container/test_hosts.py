@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.container]
 PEER_WAIT_SEC = 15
 
 
+@pytest.mark.cores(1)
 def test_a_second_host_that_never_starts(hosts_of, record_fault):
     cluster = hosts_of({"peer_wait_sec": PEER_WAIT_SEC})
     cluster.start("algo-1")
@@ -32,6 +33,7 @@ def test_a_second_host_that_never_starts(hosts_of, record_fault):
                  "start)", line, seconds)
 
 
+@pytest.mark.cores(1)
 def test_sigterm_while_waiting_for_a_host_ends_the_container(hosts_of, record_fault):
     cluster = hosts_of({"peer_wait_sec": 300})
     cluster.start("algo-1")
@@ -96,6 +98,7 @@ HOSTS_APART = {"sagemaker_program": "end_apart.py", "sagemaker_submit_directory"
                "seconds_others": 0}
 
 
+@pytest.mark.cores(1)
 def test_a_host_stopped_after_its_part_succeeded_exits_0(hosts_of, record_fault):
     """As SageMaker's local mode stops the other containers once one exits: the second
     host, stopped while it waits for the first, keeps its success."""
@@ -115,6 +118,7 @@ def test_a_host_stopped_after_its_part_succeeded_exits_0(hosts_of, record_fault)
                  "(none: output/success, exit 0)", seconds)
 
 
+@pytest.mark.cores(1)
 def test_a_host_whose_peer_never_ends_exits_within_the_bound(hosts_of):
     cluster = hosts_of({**HOSTS_APART, "peer_wait_sec": 5})
     cluster.start()

@@ -37,6 +37,7 @@ def metrics_of(job_dir):
         return json.load(f)
 
 
+@pytest.mark.cores(1)
 def test_file_mode_job(image, aws_split, tmp_path):
     job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
                    {"num_epochs": "2"})
@@ -50,6 +51,7 @@ def test_file_mode_job(image, aws_split, tmp_path):
     assert "KMP_BLOCKTIME=1(environment)" in done.stdout
 
 
+@pytest.mark.cores(1)
 def test_the_toolkit_s_train_stays_reachable(image, aws_split, tmp_path):
     """`train` is this image's; an image that names its own framework module the toolkit's
     way (SAGEMAKER_TRAINING_MODULE) gets the toolkit's `train`, which runs it."""
@@ -95,6 +97,7 @@ def test_pipe_mode_two_horovod_processes(image, aws_split, tmp_path, reader, wra
     assert metrics["world_size"] == 2 and metrics["steps"] == 2 * 16 and metrics["eval_auc"] > 0.65
 
 
+@pytest.mark.cores(1)
 def test_what_other_drivers_need_is_in_the_image(image):
     """SageMaker's ModelTrainer runs its own driver instead of `train`: its MPI driver needs
     sshd, ssh, mpirun, paramiko and mpi4py; a script on s3:// needs tensorflow_io; and a

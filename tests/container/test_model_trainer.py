@@ -17,6 +17,7 @@ from conftest import PROJECT_ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 
 
+@pytest.mark.cores(1)
 def test_a_keras_script_through_model_trainer(sdk_path, tmp_path):
     data = write_mnist_arrays(tmp_path / "mnist")["data"]
     result, log, _ = sdk_job(sdk_path, tmp_path, {

@@ -17,6 +17,7 @@ def push(*args, timeout=900):
                           timeout=timeout)
 
 
+@pytest.mark.cores(0)
 @pytest.mark.parametrize("args, region, tag", [
     (("--dry-run", "--account", "123456789012", "--region", "us-east-1"), "us-east-1", "cpu"),  # docs/image.md's
     (("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0"), "eu-west-1", "1.0"),
@@ -60,6 +61,7 @@ def local_registry(tmp_path):
     server.wait(timeout=10)
 
 
+@pytest.mark.cores(1)
 def test_push_to_a_local_registry(image, local_registry):
     try:
         done = push("--registry", local_registry, "--insecure", "--repository", "trainer-test", "--tag", "t1")

@@ -11,7 +11,7 @@ from sdk_jobs import write_wheel
 from test_image import run_in_container
 from trainer.local.runner import LocalJob
 
-pytestmark = [pytest.mark.slow, pytest.mark.container]
+pytestmark = [pytest.mark.slow, pytest.mark.container, pytest.mark.cores(1)]  # one container at a time
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts", "image_packages")
 
 

@@ -18,6 +18,7 @@ from trainer.report import METRIC_DEFINITIONS
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 
 
+@pytest.mark.cores(1)
 def test_preflight_repairs_a_network_without_dns(network_ready):
     """The SDK's network made without DNS (as an older setup left it) is found and removed, so
     that the next local-mode job makes it anew with DNS; the preflight then passes, in
@@ -37,6 +38,7 @@ def test_preflight_repairs_a_network_without_dns(network_ready):
         subprocess.run(["podman", "network", "rm", "-f", network], capture_output=True)
 
 
+@pytest.mark.cores(1)
 def test_algorithm_one_host(sdk_path, sdk_inputs, tmp_path):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
                                                     "hyperparameters": {"num_epochs": 2, "log_steps": 10,
@@ -61,6 +63,7 @@ def test_algorithm_horovod_on_two_hosts(sdk_path, sdk_inputs, tmp_path):
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 
+@pytest.mark.cores(1)
 def test_bad_hyperparameter_fails_fast_and_says_why(sdk_path, sdk_inputs, tmp_path):
     result, log, seconds = sdk_job(sdk_path, tmp_path, {"instance_count": 1, "inputs": sdk_inputs,
                                                          "hyperparameters": {"batch_size": "large"}},
@@ -91,6 +94,7 @@ def test_script_mode_two_hosts(sdk_path, sdk_inputs, tmp_path, distribution, mod
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 
+@pytest.mark.cores(1)
 def test_a_users_keras_script_on_one_host(sdk_path, sdk_inputs, tmp_path):
     """A script written for AWS's TensorFlow container, through the SDK's TensorFlow
     estimator; its requirements.txt names a wheel shipped beside it (no network)."""

@@ -36,6 +36,7 @@ def layer_folders(engine) -> list[str]:
     return [folder for folder in folders if folder and os.path.isdir(folder)]
 
 
+@pytest.mark.cores(1)
 def test_no_key_in_any_layer_of_the_image(image):
     folders = layer_folders(image)
     assert len(folders) > 5, folders  # the image's layers, not an empty list that finds nothing
@@ -57,6 +58,7 @@ print("\n".join(path for path in named if holds_a_private_key(Path(path))))
 """
 
 
+@pytest.mark.cores(1)
 def test_no_private_key_anywhere_in_the_image(image):
     """The whole filesystem as a container sees it."""
     done = in_image(image, f"python3 -c '{SCAN}'")
@@ -66,6 +68,7 @@ def test_no_private_key_anywhere_in_the_image(image):
     assert lines[1:] == [], lines[1:]
 
 
+@pytest.mark.cores(1)
 def test_sshd_takes_keys_only(image):
     """sshd's effective settings, once a host key exists (the image has none: a job makes it)."""
     done = in_image(image, "ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key && sshd -T")
@@ -78,6 +81,7 @@ def test_sshd_takes_keys_only(image):
     assert settings["allowtcpforwarding"] == "no" and settings["allowagentforwarding"] == "no"
 
 
+@pytest.mark.cores(1)
 def test_sshd_does_not_start_without_a_job(image):
     """No host key in the image: an sshd started outside a job that made one refuses to run."""
     done = in_image(image, "/usr/sbin/sshd -D; echo exit=$?")

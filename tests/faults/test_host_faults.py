@@ -32,6 +32,7 @@ def failure_line(folder: str) -> str:
         return f.readline().strip()
 
 
+@pytest.mark.cores(1)
 def test_a_second_host_that_resolves_but_never_answers(aws_split, tmp_path, record_fault):
     peer_wait_sec = 5
     job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
@@ -117,6 +118,7 @@ def hosts_apart(tmp_path, **hyperparameters):
                 host.process.wait()
 
 
+@pytest.mark.cores(1)
 def test_a_host_stopped_after_its_part_succeeded_ends_with_success(tmp_path, record_fault):
     """SageMaker's local mode stops every container once the first one exits: a host whose
     part is over keeps its success (exit 0, no failure file, the model kept)."""
@@ -135,6 +137,7 @@ def test_a_host_stopped_after_its_part_succeeded_ends_with_success(tmp_path, rec
                  "(none: output/success, exit 0)", seconds)
 
 
+@pytest.mark.cores(1)
 def test_a_host_whose_peer_never_ends_exits_within_the_bound(tmp_path, record_fault):
     peer_wait_sec = 5
     with hosts_apart(tmp_path, peer_wait_sec=peer_wait_sec) as (first, second):
@@ -152,6 +155,7 @@ def test_a_host_whose_peer_never_ends_exits_within_the_bound(tmp_path, record_fa
                  f"{peer_wait_sec}; exit 0, the log names it)", said, seconds)
 
 
+@pytest.mark.cores(1)
 def test_a_host_whose_sshd_cannot_start_ends_every_host_within_seconds(aws_split, tmp_path, monkeypatch,
                                                                        record_fault):
     """Horovod across hosts: algo-2 has no sshd. It fails at once, and algo-1, waiting for

@@ -15,7 +15,7 @@ from conftest import PROJECT_ROOT, JobRun, run_local
 from trainer.local.runner import LocalJob
 from watched import first_line
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cores(1)]  # one training process a job, but where a test says otherwise
 # Bad input ends the job at once: the process that meets it fails, and its launcher ends the others.
 FAIL_FAST_SEC = within(END_GRACE_SEC)
 
@@ -153,6 +153,7 @@ def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path, record_fau
               "an empty training channel")
 
 
+@pytest.mark.cores(2)
 def test_an_empty_shard_for_one_rank(aws_split, tmp_path, record_fault):
     one_record = tmp_path / "one.tfrecords"
     data = open(aws_split["training"], "rb").read()
@@ -225,6 +226,7 @@ def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, record_fault, 
               f"a broken user module ({message.split(': ')[-1].split(' ')[-1] or 'no hooks'})")
 
 
+@pytest.mark.cores(2)
 def test_a_parameter_server_worker_whose_fifo_is_never_fed(aws_split, tmp_path, monkeypatch, record_fault):
     """SageMaker made algo-2's FIFO and never writes to it: the job ends after pipe_wait_sec,
     naming the host and the channel, on both hosts."""

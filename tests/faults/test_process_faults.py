@@ -34,6 +34,7 @@ def parse_fn(serialized, hp):
 '''
 
 
+@pytest.mark.cores(1)
 def test_a_stalled_input_ends_the_job_with_the_stacks(aws_split, tmp_path, record_fault):
     module = tmp_path / "stalling.py"
     module.write_text(STALLING_PARSER)
@@ -120,6 +121,7 @@ def generated(tmp_path_factory):
     return datagen.generate(str(tmp_path_factory.mktemp("generated")), 120_000, 20_000, files=4)
 
 
+@pytest.mark.cores(1)
 def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_path, record_fault):
     channels = {"training": generated["train"], "evaluation": generated["eval"]}
     hp = {"num_epochs": 2, "log_steps": 32}

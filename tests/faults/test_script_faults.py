@@ -21,6 +21,7 @@ def script(program: str, **hyperparameters) -> dict:
     return {"sagemaker_program": program, "sagemaker_submit_directory": SCRIPTS, **hyperparameters}
 
 
+@pytest.mark.cores(1)
 def test_sigterm_reaches_the_script_and_ends_the_job(aws_split, tmp_path, record_fault):
     job = WatchedJob(tmp_path / "job", aws_split, script("keras_train.py", epochs=1000))
     job.wait_for(r"Epoch 2/1000")
@@ -68,6 +69,7 @@ def test_a_failed_host_ends_the_other_hosts_script(aws_split, tmp_path, record_f
                  "failure file (time from the second host's start)", line, seconds)
 
 
+@pytest.mark.cores(1)
 def test_a_script_that_ignores_sigterm_is_killed_after_its_grace(aws_split, tmp_path, record_fault):
     job = WatchedJob(tmp_path / "job", aws_split, script("keras_train.py", epochs=1000, ignore_sigterm=1,
                                                          stop_grace_sec=3))

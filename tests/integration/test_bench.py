@@ -31,6 +31,7 @@ def bench(tmp_path, *args, timeout=900):
     return result, done.stdout
 
 
+@pytest.mark.cores(1)
 def test_input(tmp_path):
     result, out = bench(tmp_path, "input", "--rows", "6000", "--rounds", "1")
     rates = {row["case"]: row["records_per_sec"] for row in result["rows"]}
@@ -40,12 +41,14 @@ def test_input(tmp_path):
     assert result["ratios"]["tfrecord_batch_over_record"] > 0 and "tfrecord batch over record" in out
 
 
+@pytest.mark.cores(1)
 def test_ceiling(tmp_path):
     result, _ = bench(tmp_path, "ceiling", "--rows", "6000", "--steps", "30", "--rounds", "1")
     shares = {row["case"]: row["of_ceiling"] for row in result["rows"]}
     assert shares["ceiling"] == 1.0 and all(share > 0 for share in shares.values())
 
 
+@pytest.mark.cores(1)
 def test_switches(tmp_path):
     result, _ = bench(tmp_path, "switches", "--steps", "30", "--rounds", "1",
                       "--cases", "float32,mixed_bfloat16,jit_compile")
@@ -56,6 +59,7 @@ def test_switches(tmp_path):
         assert row["samples_per_sec"] > 0 and row["loss"] is not None, row
 
 
+@pytest.mark.cores(1)
 def test_limit(tmp_path):
     result, _ = bench(tmp_path, "limit", "--steps", "30", "--matmul-repeats", "30", "--rounds", "1")
     # The profiler's count covers at least the MLP's matmuls, forward and backward.
@@ -63,6 +67,7 @@ def test_limit(tmp_path):
     assert 0 < result["fraction_of_matmul"] and result["matmul_flops_per_sec"] > 0
 
 
+@pytest.mark.cores(1)
 def test_ops_sums_the_profiled_op_time_by_type(tmp_path):
     result, _ = bench(tmp_path, "ops", "--steps", "40")
     shares = [row["share"] for row in result["by_type"]]
@@ -74,6 +79,7 @@ def test_ops_sums_the_profiled_op_time_by_type(tmp_path):
     assert result["profiled_steps"] == 40 + steps_per_execution(parse_hyperparameters({}), modes.get("single"))
 
 
+@pytest.mark.cores(1)
 def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
     # 64 steps an epoch: the first call of steps_per_execution steps is not timed, the second is.
     result, _ = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "2",
@@ -85,6 +91,7 @@ def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
         assert len(row["eval_auc_by_epoch"]) == 2 and row["eval_auc_by_epoch"][-1] == row["eval_auc"], row
 
 
+@pytest.mark.cores(1)
 def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
     result, _ = bench(tmp_path, "build", "--steps", "30", "--rounds", "1", timeout=1800)
     builds = {row["build"] for row in result["rows"]}
@@ -104,6 +111,7 @@ def test_scripts_runs_users_scripts_through_train_and_the_aws_way(tmp_path):
     assert rows["Keras script"]["aws_samples_per_sec"] == rows["Keras script, data by trainer.kit"]["aws_samples_per_sec"]
 
 
+@pytest.mark.cores(1)
 def test_optimizers(tmp_path):
     result, _ = bench(tmp_path, "optimizers", "--optimizers", "adam,sgd", "--feature-sizes", "1000,10000",
                       "--steps", "20", "--rounds", "1")
@@ -122,6 +130,7 @@ def test_modes_reads_each_jobs_metrics(tmp_path):
     assert f"The hidden model's own eval AUC (the oracle; no mode can beat it on average): {result['oracle_eval_auc']:.4f}" in table
 
 
+@pytest.mark.cores(1)
 def test_hetero_trains_with_and_without_a_data_host(tmp_path):
     result, out = bench(tmp_path, "hetero", "--train-rows", "8000", "--eval-rows", "2000", "--augment-rounds", "2")
     jobs = {row["job"]: row for row in result["rows"]}

@@ -75,6 +75,7 @@ def documented_commands() -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.cores(0)
 def test_every_documented_command_is_run_by_a_test():
     unmapped = [f"{page}: {command}" for page, command in documented_commands()
                 if command not in ELSEWHERE and command not in SERVERS and not runs_here(command)]
@@ -143,6 +144,7 @@ def check_output(command: str, stdout: str, stderr: str, cwd) -> None:
         assert (0.78 < oracle < 0.86) if "--signal 0.55" in command else (0.84 < oracle < 0.95), output
 
 
+@pytest.mark.cores(1)
 def test_tensorboard_serves_the_first_jobs_curves(scratch):
     """`tensorboard --logdir jobs/first` after the README's first job: it answers, then stops."""
     command = next(iter(SERVERS))
@@ -169,6 +171,7 @@ def test_tensorboard_serves_the_first_jobs_curves(scratch):
         server.wait(30)
 
 
+@pytest.mark.cores(1)
 def test_the_documented_test_selections_are_in_the_suite():
     """`./build.sh test-fast` and the documented pytest selections pick tests of the whole
     suite (which CI runs), and some."""

@@ -33,6 +33,7 @@ def assert_trained(run, steps, world_size, global_batch):
     return metrics
 
 
+@pytest.mark.cores(1)
 @pytest.mark.parametrize("mode", ["tower", "mirrored"])
 def test_replicas_in_one_process(aws_split, tmp_path, mode):
     run = run_local(tmp_path, aws_split, {"distribution": mode, "replicas": 2})
@@ -84,6 +85,7 @@ def test_horovod_unequal_shards_run_equal_steps(halves, aws_split, tmp_path):
     assert run.metrics["steps"] == 3 * 4  # ceil(1,000 / 256) per epoch, on both ranks
 
 
+@pytest.mark.cores(1)
 def test_horovod_pipe_mode_with_too_few_channels_fails_fast(aws_split, tmp_path):
     started = time.monotonic()
     run = run_local(tmp_path, aws_split, MPI_2, input_mode="Pipe", timeout=30)

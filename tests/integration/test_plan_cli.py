@@ -9,7 +9,7 @@ import pytest
 from conftest import PROJECT_ROOT
 from trainer.data.split import split
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cores(1)]  # one process at a time
 MPI_2 = ["--hp", "sagemaker_mpi_enabled=true", "--hp", "sagemaker_mpi_num_of_processes_per_host=2"]
 
 

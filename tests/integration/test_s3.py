@@ -12,7 +12,7 @@ from conftest import PROJECT_ROOT, run_local
 from mnist_arrays import write_mnist_arrays
 from s3_server import CREDENTIALS, S3Server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cores(1)]  # one process at a time
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts", "aws_style")
 
 

@@ -26,6 +26,7 @@ def seen(job_dir, name: str) -> dict:
         return json.load(f)
 
 
+@pytest.mark.cores(1)
 def test_a_keras_script_trains_and_saves(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, script("keras_train.py", batch_size=512, learning_rate=0.002))
     assert run.exit_code == 0, run.log[-3000:]
@@ -47,6 +48,7 @@ def test_a_keras_script_trains_and_saves(aws_split, tmp_path):
     assert "wrote no model" not in run.log
 
 
+@pytest.mark.cores(1)
 def test_a_shell_entry_point(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, script("train.sh"))
     assert run.exit_code == 0, run.log[-3000:]
@@ -55,6 +57,7 @@ def test_a_shell_entry_point(aws_split, tmp_path):
     check_saved_model(os.path.join(run.job_dir, "model", "1"))
 
 
+@pytest.mark.cores(1)
 def test_a_failing_script_names_itself_first(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, script("keras_train.py", fail_with="the data has no label column"))
     assert run.exit_code == 1, run.log[-3000:]
@@ -144,6 +147,7 @@ def test_a_slow_parameter_server_worker_ends_its_script_by_itself(aws_split, tmp
     assert "still running" not in run.log
 
 
+@pytest.mark.cores(1)
 def test_hosts_that_end_apart_end_together(tmp_path):
     """No distribution, two hosts: the second host's script ends at once, the first saves
     the model 4 s later; the second host's `train` waits for it, then both end with success."""
@@ -181,6 +185,7 @@ def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
 
 
+@pytest.mark.cores(1)
 def test_the_documented_kit_script(aws_split, tmp_path):
     """docs/sagemaker.md's trainer.kit script, as written, as a job's entry point in Pipe mode."""
     import re as regex

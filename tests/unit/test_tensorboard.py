@@ -77,6 +77,7 @@ def test_the_learning_rate_of_a_schedule_is_its_current_value():
     assert tensorboard.current_learning_rate(object()) is None
 
 
+@pytest.mark.cores(0)
 @pytest.mark.slow
 def test_a_live_upload_sees_the_scalars_while_the_writer_is_open(tmp_path):
     """SageMaker uploads the folder while the job runs: what is written reaches the file
