@@ -52,6 +52,29 @@ def test_a_rank_that_ended_is_forgotten():
     assert progress.stall(100) is None
 
 
+LOST = "rank 1 on algo-2 cannot be reached (gRPC: Socket closed)"
+ENDED_HOST_CASES = {
+    # (TensorFlow's word at each time, while the process it names has ended, or None), the time of the check, whether it is a stall
+    "cannot reach an ended host for the bound": ([(10, LOST), (60, LOST), (110, LOST)], 110, True),
+    "not yet the bound": ([(10, LOST), (109, LOST)], 109, False),
+    "the word stops (TensorFlow got through), then again": ([(0, LOST), (50, None), (60, LOST), (150, LOST)], 150, False),
+    "never said": ([(0, None), (200, None)], 200, False),
+}
+
+
+@pytest.mark.parametrize("case", ENDED_HOST_CASES)
+def test_busy_retries_of_a_process_that_has_ended_are_a_stall(case):
+    words, now, stalled = ENDED_HOST_CASES[case]
+    progress = stall.Progress(BOUND, names)
+    firsts = [at for at, word in words if progress.waits_for_ended_process(at, word)]
+    progress.cpu_sample(now, {"rank 0 on algo-1": 500.0})  # busy: the retries use CPU
+    found = progress.stall(now)
+    assert bool(found) == stalled
+    assert firsts == [at for i, (at, word) in enumerate(words) if word and (i == 0 or not words[i - 1][1])]
+    if found:
+        assert found.who == "rank 0 on algo-1" and found.seconds >= BOUND and f"last word: {LOST}" in found.how
+
+
 def reports(*times, check=10.0, missing=frozenset({3})):
     progress = stall.Progress(BOUND, names)
     for at in times:

@@ -48,6 +48,9 @@ FINAL_STATE_WAIT_SEC = 30.0
 GONE_AFTER_POLLS = 2
 
 RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
+# The fact a host publishes once its script has ended while the host still serves (a
+# parameter-server worker host's PS task): "exit code 0".
+SCRIPT_ENDED = "script-ended"
 FINAL_STATES = (DONE, STOPPED, FAILED)
 UNRESOLVED = "does not resolve"
 

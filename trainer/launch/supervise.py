@@ -269,6 +269,13 @@ TF_PEER_LOST = (
 def lost_peer(plan, tf_message: str) -> str | None:
     """"worker on algo-2 stopped answering (...)": the process of the job that TensorFlow's
     message says is gone (its last such message), if it says so."""
+    lost = lost_peer_process(plan, tf_message)
+    return lost[1] if lost else None
+
+
+def lost_peer_process(plan, tf_message: str):
+    """(the plan's process that TensorFlow's last such message says is gone, or None when the
+    plan has no such task; lost_peer's words for it), or None when no message says so."""
     found = None
     for pattern, meaning in TF_PEER_LOST:
         for lost in pattern.finditer(tf_message):
@@ -280,7 +287,7 @@ def lost_peer(plan, tf_message: str) -> str | None:
     task = {"type": lost.group("job"), "index": int(lost.group("task"))}
     peer = next((p for p in plan.processes if p.tf_config and p.tf_config["task"] == task), None)
     name = peer.name if peer else f"TensorFlow task /job:{task['type']}/task:{task['index']}"
-    return f"{name} {meaning.format(**lost.groupdict())}"
+    return peer, f"{name} {meaning.format(**lost.groupdict())}"
 
 
 def lost_peer_reason(plan, who: str, tf_message: str) -> str:

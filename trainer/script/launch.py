@@ -252,6 +252,9 @@ def _serve_until_leader_ends(job, plan, process, script, ps_task) -> None:
         code = script.process.poll()
         if code not in (None, 0):
             _end_with(job, process, script, code)
+        status = peers.serving()
+        if code == 0 and status is not None:  # a master still retrying it learns that it has gone
+            status.publish(peers.SCRIPT_ENDED, "exit code 0")
         if ps_task is not None and ps_task.poll() is not None:
             raise JobError(f"ps task on {job.current_host} {supervise.how_it_ended(ps_task.returncode)}")
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from trainer.launch import peers
-from trainer.launch.supervise import lost_peer, processes_table
+from trainer.launch.supervise import lost_peer, lost_peer_process, processes_table
 from trainer.report import write_failure
 from trainer.script import stacks
 
@@ -66,6 +66,9 @@ class Progress:
         self.waiting: set[str] = set()
         self._cpu: dict[str, list[tuple[float, float]]] = {}  # rank -> [(time, CPU seconds)]
         self._reports: list[tuple[float, frozenset[int], float]] = []  # Horovod: (time, missing, check period)
+        # TensorFlow's word that it cannot reach a process of the job that has ended: (since
+        # when, that word), while it lasts.
+        self._ended_peer: tuple[float, str] | None = None
 
     def cpu_sample(self, now: float, cpu_seconds: dict[str, float]) -> None:
         for rank, used in cpu_seconds.items():
@@ -80,8 +83,28 @@ class Progress:
     def horovod_report(self, now: float, missing: frozenset[int], check_sec: float) -> None:
         self._reports.append((now, missing, check_sec))
 
+    def waits_for_ended_process(self, now: float, lost: str | None) -> bool:
+        """`lost`: what TensorFlow last said of a process it cannot reach, when that process
+        has ended (None otherwise). True when this is the first such word."""
+        if lost is None:
+            self._ended_peer = None
+            return False
+        first = self._ended_peer is None
+        self._ended_peer = (self._ended_peer[0] if self._ended_peer else now, lost)
+        return first
+
     def stall(self, now: float) -> Stall | None:
-        return self._horovod_stall(now) or self._idle_rank(now)
+        return self._horovod_stall(now) or self._idle_rank(now) or self._ended_process_stall(now)
+
+    def _ended_process_stall(self, now: float) -> Stall | None:
+        """A script process that has ended never comes back (SageMaker restarts none), so
+        TensorFlow's retries of it (a parameter-server coordinator's, which use CPU) are no
+        progress, however busy they keep this host's ranks."""
+        if self._ended_peer is None or now - self._ended_peer[0] < self.bound_sec:
+            return None
+        who = ", ".join(sorted(self._cpu)) or "the script"
+        return Stall(who, now - self._ended_peer[0], "waiting inside TensorFlow for another process of the job, "
+                     f"which has ended (TensorFlow's last word: {self._ended_peer[1]})")
 
     def _horovod_stall(self, now: float) -> Stall | None:
         """Reports come every check period while the stall lasts: the latest unbroken run of
@@ -160,6 +183,13 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICKS_PER_SEC
 
 
+def _script_ended(host: str, me: str) -> bool:
+    """Whether the script on `host` has ended: its `train` says so on its status port (a
+    host serving a parameter-server task outlives its script), or has ended itself."""
+    status, closed = peers.poll_status(host, peers.STATUS_PORT, me)
+    return closed or peers.is_final(status) or bool(peers.read_fact(host, peers.STATUS_PORT, me, peers.SCRIPT_ENDED))
+
+
 def waiting_margin_sec(bound_sec: float) -> float:
     """What a rank idle inside TensorFlow or Horovod (waiting for another process) gets
     beyond the bound, so that the host where the job really stopped names it first."""
@@ -226,6 +256,7 @@ class StallWatch:
         while not self._done.wait(self.poll_sec):
             now = time.monotonic()
             ranks = {self._name(pid): (pid, tree) for pid, tree in rank_processes(root).items()}
+            self._note_an_ended_process(now, supervised)
             with self._lock:
                 if self._missing is not None and self._missing:
                     self._close_report()
@@ -249,6 +280,19 @@ class StallWatch:
                               stall.idle_rank)
             self._end(supervised, stall)
             return
+
+    def _note_an_ended_process(self, now: float, supervised) -> None:
+        """Whether TensorFlow's last word is that it cannot reach a process of the job that
+        has ended (that process's host is asked only then)."""
+        lost = lost_peer_process(self.plan, supervised.output_tail)
+        ended = lost is not None and lost[0] is not None and lost[0].host != self.host and _script_ended(
+            lost[0].host, self.host)
+        with self._lock:
+            first = self.progress.waits_for_ended_process(now, lost[1] if ended else None)
+        if first:
+            log.warning("TensorFlow on %s says: %s; that process has ended: this host ends the job in %.0f s "
+                        "unless its script goes on (stall_timeout_sec)", self.host, lost[1],
+                        self.progress.bound_sec)
 
     def _end(self, supervised, stall: Stall) -> None:
         self.stalled = stall
