@@ -109,3 +109,36 @@ def pytest_runtest_protocol(item, nextitem):
                 log.write(json.dumps({"test": item.nodeid, "cores": cores, "waited_sec": round(began - asked, 1),
                                       "wall_sec": round(time.monotonic() - began, 1),
                                       "machine_cpu_sec": round(machine_cpu_sec() - cpu, 1)}) + "\n")
+
+
+def tier_of(test_id: str) -> str:
+    """tests/<tier>/test_x.py::test_y -> <tier> (unit, integration, faults, container)."""
+    parts = test_id.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 else "other"
+
+
+def summary(log_lines, slowest: int = 30) -> str:
+    """The CPU log's tests per tier (count, summed wall, waiting for cores and machine CPU
+    seconds), then its slowest tests: how the suite's time is measured."""
+    rows = [json.loads(line) for line in log_lines if line.strip()]
+    tiers: dict[str, list[float]] = {}
+    for row in rows:
+        tier = tiers.setdefault(tier_of(row["test"]), [0, 0.0, 0.0, 0.0])
+        tier[0] += 1
+        tier[1] += row["wall_sec"]
+        tier[2] += row["waited_sec"]
+        tier[3] += row["machine_cpu_sec"]
+    lines = [f"{'tier':12} {'tests':>5} {'wall s':>7} {'waited s':>8} {'machine CPU s':>13}"]
+    lines += [f"{tier:12} {count:5d} {wall:7.0f} {waited:8.0f} {cpu:13.0f}"
+              for tier, (count, wall, waited, cpu) in sorted(tiers.items(), key=lambda item: -item[1][1])]
+    lines.append(f"slowest {slowest} (wall s, cores, test):")
+    lines += [f"{row['wall_sec']:7.1f} {row['cores']} {row['test']}"
+              for row in sorted(rows, key=lambda row: -row["wall_sec"])[:slowest]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python tests/cores.py LOG: the summary of a run's CPU log
+    import sys
+
+    with open(sys.argv[1]) as log_file:
+        print(summary(log_file))

@@ -33,6 +33,13 @@ ELSEWHERE = {
     "./build.sh exec python -m pytest -n 0 tests/unit/test_peers.py":
         ("tests/integration/test_doc_commands.py::test_the_documented_test_selections_are_in_the_suite",
          "its selection, checked to be part of ./build.sh test's"),
+    "./build.sh exec python -m pytest tests/integration":
+        ("tests/integration/test_doc_commands.py::test_the_documented_test_selections_are_in_the_suite",
+         "its selection, checked to be part of ./build.sh test's"),
+    "TRAINER_TEST_CPU_LOG=/tmp/cores.jsonl ./build.sh test": (".ci/run", "without the log (the log changes no test)"),
+    "./build.sh exec python tests/cores.py /tmp/cores.jsonl":
+        ("tests/unit/test_cores.py::test_the_cpu_log_is_summed_by_tier_and_its_slowest_tests_listed",
+         "on a log the test writes"),
     "./build.sh exec python -m pytest tests/integration -k pipe":
         ("tests/integration/test_doc_commands.py::test_the_documented_test_selections_are_in_the_suite",
          "its selection, checked to be part of ./build.sh test's"),
@@ -182,7 +189,8 @@ def test_the_documented_test_selections_are_in_the_suite():
         return {line for line in done.stdout.splitlines() if "::" in line}
 
     whole = collected("exec", "python", "-m", "pytest")
-    for selection in (("test-fast",), ("exec", "python", "-m", "pytest", "tests/integration", "-k", "pipe"),
+    for selection in (("test-fast",), ("exec", "python", "-m", "pytest", "tests/integration"),
+                      ("exec", "python", "-m", "pytest", "tests/integration", "-k", "pipe"),
                       ("exec", "python", "-m", "pytest", "tests/unit/test_peers.py")):
         chosen = collected(*selection)
         assert chosen and chosen <= whole, selection

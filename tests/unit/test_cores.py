@@ -1,10 +1,15 @@
 """The machine's cores among the test processes (tests/cores.py): tests that need both never
 overlap, two that need one each may, and a test that needs none waits for nothing."""
+import json
 import multiprocessing
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
+import cores
 from cores import MACHINE_CORES, cores_of, holding
 
 HOLD_SEC = 0.3
@@ -102,3 +107,18 @@ def test_a_test_waiting_for_one_core_gets_it_between_tests_that_need_both(tmp_pa
         greedy.join(MEET_WITHIN_SEC)
         order = [cores for cores, began, _ in sorted(spans, key=lambda span: span[1])]
     assert order.count(2) == 5 and order.index(1) <= 2, order
+
+
+def test_the_cpu_log_is_summed_by_tier_and_its_slowest_tests_listed(tmp_path):
+    log = tmp_path / "cores.jsonl"
+    rows = [("tests/unit/test_a.py::test_x", 0, 0.0, 1.0, 1.5), ("tests/container/test_b.py::test_y[p]", 2, 5.0, 90.0, 170.0),
+            ("tests/container/test_b.py::test_z", 2, 0.0, 30.0, 40.0)]
+    log.write_text("".join(json.dumps({"test": test, "cores": cores, "waited_sec": waited, "wall_sec": wall,
+                                       "machine_cpu_sec": cpu}) + "\n" for test, cores, waited, wall, cpu in rows))
+    done = subprocess.run([sys.executable, os.path.join(os.path.dirname(cores.__file__), "cores.py"), str(log)],
+                          capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[1].split() == ["container", "2", "120", "5", "210"]  # the longest tier first
+    assert lines[2].split() == ["unit", "1", "1", "0", "2"]
+    assert lines[4].split() == ["90.0", "2", "tests/container/test_b.py::test_y[p]"]
+    assert lines[-1].split() == ["1.0", "0", "tests/unit/test_a.py::test_x"]
