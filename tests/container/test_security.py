@@ -58,7 +58,7 @@ print("\n".join(path for path in named if holds_a_private_key(Path(path))))
 """
 
 
-@pytest.mark.cores(1)
+@pytest.mark.cores(0)  # mostly waits (measured: TRAINER_TEST_CPU_LOG)
 def test_no_private_key_anywhere_in_the_image(image):
     """The whole filesystem as a container sees it."""
     done = in_image(image, f"python3 -c '{SCAN}'")

@@ -53,6 +53,7 @@ def test_a_second_host_that_resolves_but_never_answers(aws_split, tmp_path, reco
                  "time from the start)", line, seconds)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_lost_coordinator_host_fails_the_other_hosts_naming_it(aws_split, tmp_path, record_fault):
     job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "parameter_server", "num_epochs": 1000}, hosts=2)
     job.wait_for(r"epoch=1 steps=\d+")
@@ -177,6 +178,7 @@ def test_a_host_whose_sshd_cannot_start_ends_every_host_within_seconds(aws_split
                  seconds)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_lost_data_host_ends_the_job_naming_it(aws_split, tmp_path, record_fault):
     """A heterogeneous cluster's data host lost mid-training (SIGKILL to its `train`: its
     tf.data service tasks die with it): the training host ends the job, naming it, instead of

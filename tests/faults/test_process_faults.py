@@ -96,6 +96,7 @@ def test_a_killed_parameter_server_task_ends_the_job_and_is_named(aws_split, tmp
     record_fault("a parameter-server task killed (SIGKILL), its host's failure file", line, seconds)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_killed_multi_worker_mirrored_worker_is_named_by_the_chief(aws_split, tmp_path, record_fault):
     job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "multi_worker_mirrored", "num_epochs": 1000,
                                                    "log_steps": 10}, hosts=2)
@@ -149,6 +150,7 @@ def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_
     assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.02, (resumed.metrics, whole.metrics)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_resumes(generated, tmp_path,
                                                                                     record_fault):
     channels = {"training": generated["train"], "evaluation": generated["eval"]}

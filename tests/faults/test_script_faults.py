@@ -49,6 +49,7 @@ def test_a_killed_rank_of_a_horovod_script_ends_every_rank_and_is_named(aws_spli
     record_fault("a rank of a Horovod training script killed (SIGKILL)", line, seconds)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_failed_host_ends_the_other_hosts_script(aws_split, tmp_path, record_fault):
     """Multi-worker mirrored: the second host's script fails before it joins; the first
     host's script, waiting for it in TensorFlow, is ended by the container and names it."""

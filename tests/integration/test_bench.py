@@ -100,6 +100,7 @@ def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
     assert max(row["of_best"] for row in result["rows"]) == 1.0
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_scripts_runs_users_scripts_through_train_and_the_aws_way(tmp_path):
     result, _ = bench(tmp_path, "scripts", "--rows", "16384", timeout=1800)
     rows = {row["script"]: row for row in result["rows"]}
@@ -119,6 +120,7 @@ def test_optimizers(tmp_path):
     assert all(row["samples_per_sec@1000"] > 0 and row["samples_per_sec@10000"] > 0 for row in result["rows"])
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_modes_reads_each_jobs_metrics(tmp_path):
     result, table = bench(tmp_path, "modes", "--modes", "single,horovod,parameter_server-pipe", "--train-rows", "16384",
                           "--eval-rows", "1000", "--epochs", "1", "--feature-size", "5721", "--signal", "0.55")

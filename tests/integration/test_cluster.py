@@ -35,6 +35,7 @@ def uneven_parts(aws_split, tmp_path_factory):
     return str(folder)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_parameter_servers_in_pipe_mode_each_worker_reads_its_own_fifo(uneven_parts, aws_split, tmp_path):
     """The DeepFM demo's job: parameter servers on CPU hosts in Pipe mode, no distribution
     asked for. Each worker streams its own host's FIFO; algo-2's ends first and the epoch
@@ -83,6 +84,7 @@ def planted(tmp_path_factory):
                             signal=0.55)
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, tmp_path):
     """Default hyperparameters, 5 epochs: parameter servers on 2 hosts reach one host's eval
     AUC within 0.01 (when every worker read the first worker's shard, they fell 0.03 short);

@@ -114,6 +114,7 @@ def scratch(tmp_path_factory):
     return folder
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_the_documented_commands_run_as_written(scratch):
     """In the pages' order, so that the first job's data is there for the commands after it."""
     ran = []

@@ -54,12 +54,14 @@ def test_a_horovod_rank_that_skips_an_allreduce_ends_the_job_named_with_its_line
     assert not pids_of("hvd_stall.py", {"TRAINER_RANK": "3"})  # the stalled rank is not left behind
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_pause_longer_than_horovods_check_and_shorter_than_the_bound_is_not_cut(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, stall_job(skip=0, pause_sec=BOUND_SEC * 2 // 3), timeout=300)
     assert run.exit_code == 0, run.log[-4000:]
     assert "rank 1: 2 ranks met" in run.log and "made no progress" not in run.log
 
 
+@pytest.mark.cores(1)  # two hosts, one stopped and one waiting for it: under one core (measured)
 def test_a_multi_worker_mirrored_worker_that_stops_inside_a_step_is_named_by_both_hosts(aws_split, tmp_path):
     """The second worker stops in its third step; the first waits for it in the all-reduce,
     inside TensorFlow, so the stopped one's host names it first and the other host ends with it."""
@@ -77,6 +79,7 @@ def test_a_multi_worker_mirrored_worker_that_stops_inside_a_step_is_named_by_bot
     assert "the stacks of the processes on algo-1 then:\nrank 0 (pid" in waiting, waiting
 
 
+@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_parameter_server_master_whose_worker_left_ends_within_the_bound(aws_split, tmp_path):
     """The worker's script returns while the master trains: TensorFlow's coordinator retries
     it (as for a preempted worker), busy, inside TensorFlow; a script that has ended never
