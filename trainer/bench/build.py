@@ -41,6 +41,9 @@ OPENMP_VARIABLES = ("KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "KMP_SET
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed steps per measure")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--settings", default="",
+                        help="comma-separated OpenMP settings to compare, by their names in the report "
+                             "(default: all of them)")
     parser.add_argument("--tf-cpu-python", default=os.environ.get("TRAINER_BENCH_TF_CPU_PYTHON"),
                         help="python of the tensorflow-cpu environment (./build.sh bench build sets it)")
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -75,16 +78,21 @@ def run(args: argparse.Namespace) -> dict:
     if not args.tf_cpu_python:
         raise JobError("bench build needs the tensorflow-cpu environment: run it as ./build.sh bench build "
                        "(or pass --tf-cpu-python)")
+    known = settings_cases()
+    chosen = [name.strip() for name in args.settings.split(",") if name.strip()] or list(known)
+    unknown = [name for name in chosen if name not in known]
+    if unknown:
+        raise JobError(f"bench build --settings: no setting named {', '.join(unknown)}; "
+                       f"choose among: {', '.join(known)}")
     builds = {"intel-tensorflow 2.14.0": sys.executable, "tensorflow-cpu 2.14.1": args.tf_cpu_python}
-    cases = {(build, name): (python, environment) for build, python in builds.items()
-             for name, environment in settings_cases().items()}
+    cases = {(build, name): (python, known[name]) for build, python in builds.items() for name in chosen}
     rates = interleaved({key: (lambda python=python, environment=environment: measure(python, environment, args.steps))
                          for key, (python, environment) in cases.items()}, args.rounds)
     best = max(rates.values())
     rows = [{"build": build, "settings": name, "environment": cases[(build, name)][1],
              "samples_per_sec": round(rate, 1), "of_best": round(rate / best, 3)}
             for (build, name), rate in rates.items()]
-    return {"benchmark": "build", "rows": rows, "steps": args.steps, "rounds": args.rounds}
+    return {"benchmark": "build", "rows": rows, "settings": chosen, "steps": args.steps, "rounds": args.rounds}
 
 
 def table(result: dict) -> str:
