@@ -32,14 +32,18 @@ CASES = {  # name: (training hosts, data hosts, hyperparameters); the built-in p
     # hosts in the last two, the hooks' in the first, which splits the input over two data hosts
     "single, hooks' parse_fn on 2 data hosts": (1, 2, {"user_module": "HOOKS"}),
     "horovod 2 ranks, 1 data host": (1, 1, {"distribution": "horovod", "processes_per_host": 2}),
-    "multi_worker_mirrored on 2 hosts, 1 data host": (2, 1, {"distribution": "multi_worker_mirrored"}),
+    # Its two hosts read other batches alone than through the service (each its own shard):
+    # 5 epochs, so that the order's effect on AUC has faded (3 left 0.008 between the two).
+    "multi_worker_mirrored on 2 hosts, 1 data host": (2, 1, {"distribution": "multi_worker_mirrored", "num_epochs": 5}),
 }
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """Planted-signal data (`trainer datagen`), enough rows for a model to converge in 5
-    epochs, so the batches' order (which the service changes) moves its AUC by little."""
+    """Planted-signal data (`trainer datagen`), enough rows for a model to learn the signal
+    in 3 epochs (to AUC 0.757-0.769 in one run of every case, 0.000-0.008 apart with and
+    without a data group), so the batches' order (which the service changes) moves its AUC
+    by little."""
     from trainer.data import datagen
 
     generated = datagen.generate(str(tmp_path_factory.mktemp("planted")), 120_000, 30_000, files=3, feature_size=5721,
@@ -60,7 +64,7 @@ def test_a_data_group_feeds_the_training_group(planted, tmp_path, case):
         module = tmp_path / "parse_hooks.py"
         module.write_text(PARSE_HOOKS)
         extra = {**extra, "user_module": str(module)}
-    hp = {"num_epochs": 5, "feature_size": 5721, "training_groups": "train", **extra}
+    hp = {"num_epochs": 3, "feature_size": 5721, "training_groups": "train", **extra}
     fed = run_local(tmp_path / "fed", planted, hp, groups=f"train={training},data={data}")
     assert fed.exit_code == 0, fed.log[-4000:]
     data_hosts = ", ".join(f"algo-{training + i + 1}" for i in range(data))
@@ -73,7 +77,9 @@ def test_a_data_group_feeds_the_training_group(planted, tmp_path, case):
     assert fed.metrics["steps"] == alone.metrics["steps"]
     auc = {"with a data group": fed.metrics["eval_auc"], "without": alone.metrics["eval_auc"]}
     print(case, auc)
-    assert alone.metrics["eval_auc"] > 0.75, auc  # the planted signal was learnt
+    # The planted signal was learnt (chance is 0.5, the hidden model's own AUC near 0.82), so
+    # that the two AUCs' closeness says something.
+    assert alone.metrics["eval_auc"] > 0.72, auc
     assert abs(auc["with a data group"] - auc["without"]) <= AUC_TOLERANCE, auc
 
 
