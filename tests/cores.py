@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -97,18 +98,29 @@ def machine_cpu_sec() -> float:
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_sec() -> float:
+    """CPU time of this test process and of the children it has waited for (the jobs a test
+    runs through subprocess, and theirs): a test's own share of the machine, which the
+    machine's total (other tests' included) only bounds. Containers' processes are the
+    engine's children, not the test's: a container test's own share is a lower bound."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     cores = cores_of(item)
     asked = time.monotonic()
     with holding(cores, os.environ[LOCKS_ENV]):
-        began, cpu = time.monotonic(), machine_cpu_sec()
+        began, began_at, cpu, own = time.monotonic(), time.time(), machine_cpu_sec(), own_cpu_sec()
         yield
         if os.environ.get(CPU_LOG_ENV):
             with open(os.environ[CPU_LOG_ENV], "a") as log:
-                log.write(json.dumps({"test": item.nodeid, "cores": cores, "waited_sec": round(began - asked, 1),
+                log.write(json.dumps({"test": item.nodeid, "cores": cores, "started": round(began_at, 1),
+                                      "waited_sec": round(began - asked, 1),
                                       "wall_sec": round(time.monotonic() - began, 1),
-                                      "machine_cpu_sec": round(machine_cpu_sec() - cpu, 1)}) + "\n")
+                                      "machine_cpu_sec": round(machine_cpu_sec() - cpu, 1),
+                                      "own_cpu_sec": round(own_cpu_sec() - own, 1)}) + "\n")
 
 
 def tier_of(test_id: str) -> str:
@@ -118,23 +130,33 @@ def tier_of(test_id: str) -> str:
 
 
 def summary(log_lines, slowest: int = 30) -> str:
-    """The CPU log's tests per tier (count, summed wall, waiting for cores and machine CPU
-    seconds), then its slowest tests: how the suite's time is measured."""
+    """The CPU log's tests per tier (count, summed wall, waiting for cores, machine and own
+    CPU seconds), the core-seconds the tests held (over the machine's cores: the least time
+    the run can take), then its slowest tests with the cores they held and the cores their
+    own processes kept busy (own CPU over wall): how the suite's time is measured, and
+    which `cores(n)` to check."""
     rows = [json.loads(line) for line in log_lines if line.strip()]
     tiers: dict[str, list[float]] = {}
     for row in rows:
-        tier = tiers.setdefault(tier_of(row["test"]), [0, 0.0, 0.0, 0.0])
+        tier = tiers.setdefault(tier_of(row["test"]), [0, 0.0, 0.0, 0.0, 0.0])
         tier[0] += 1
         tier[1] += row["wall_sec"]
         tier[2] += row["waited_sec"]
         tier[3] += row["machine_cpu_sec"]
-    lines = [f"{'tier':12} {'tests':>5} {'wall s':>7} {'waited s':>8} {'machine CPU s':>13}"]
-    lines += [f"{tier:12} {count:5d} {wall:7.0f} {waited:8.0f} {cpu:13.0f}"
-              for tier, (count, wall, waited, cpu) in sorted(tiers.items(), key=lambda item: -item[1][1])]
-    lines.append(f"slowest {slowest} (wall s, cores, test):")
-    lines += [f"{row['wall_sec']:7.1f} {row['cores']} {row['test']}"
+        tier[4] += row.get("own_cpu_sec", 0.0)
+    lines = [f"{'tier':12} {'tests':>5} {'wall s':>7} {'waited s':>8} {'machine CPU s':>13} {'own CPU s':>9}"]
+    lines += [f"{tier:12} {count:5d} {wall:7.0f} {waited:8.0f} {cpu:13.0f} {own:9.0f}"
+              for tier, (count, wall, waited, cpu, own) in sorted(tiers.items(), key=lambda item: -item[1][1])]
+    held = sum(row["wall_sec"] * row["cores"] for row in rows)
+    lines.append(f"cores held: {held:.0f} core-s, at least {held / MACHINE_CORES / 60:.1f} min on {MACHINE_CORES} cores")
+    lines.append(f"slowest {slowest} (wall s, cores held, own cores busy, test):")
+    lines += [f"{row['wall_sec']:7.1f} {row['cores']} {own_cores(row):4.1f} {row['test']}"
               for row in sorted(rows, key=lambda row: -row["wall_sec"])[:slowest]]
     return "\n".join(lines)
+
+
+def own_cores(row: dict) -> float:
+    return row.get("own_cpu_sec", 0.0) / row["wall_sec"] if row["wall_sec"] else 0.0
 
 
 if __name__ == "__main__":  # python tests/cores.py LOG: the summary of a run's CPU log

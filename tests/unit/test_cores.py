@@ -111,14 +111,25 @@ def test_a_test_waiting_for_one_core_gets_it_between_tests_that_need_both(tmp_pa
 
 def test_the_cpu_log_is_summed_by_tier_and_its_slowest_tests_listed(tmp_path):
     log = tmp_path / "cores.jsonl"
-    rows = [("tests/unit/test_a.py::test_x", 0, 0.0, 1.0, 1.5), ("tests/container/test_b.py::test_y[p]", 2, 5.0, 90.0, 170.0),
-            ("tests/container/test_b.py::test_z", 2, 0.0, 30.0, 40.0)]
+    rows = [("tests/unit/test_a.py::test_x", 0, 0.0, 1.0, 1.5, 1.0),
+            ("tests/container/test_b.py::test_y[p]", 2, 5.0, 90.0, 170.0, 45.0),
+            ("tests/container/test_b.py::test_z", 2, 0.0, 30.0, 40.0, 33.0)]
     log.write_text("".join(json.dumps({"test": test, "cores": cores, "waited_sec": waited, "wall_sec": wall,
-                                       "machine_cpu_sec": cpu}) + "\n" for test, cores, waited, wall, cpu in rows))
+                                       "machine_cpu_sec": cpu, "own_cpu_sec": own}) + "\n"
+                           for test, cores, waited, wall, cpu, own in rows))
     done = subprocess.run([sys.executable, os.path.join(os.path.dirname(cores.__file__), "cores.py"), str(log)],
                           capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
-    assert lines[1].split() == ["container", "2", "120", "5", "210"]  # the longest tier first
-    assert lines[2].split() == ["unit", "1", "1", "0", "2"]
-    assert lines[4].split() == ["90.0", "2", "tests/container/test_b.py::test_y[p]"]
-    assert lines[-1].split() == ["1.0", "0", "tests/unit/test_a.py::test_x"]
+    assert lines[1].split() == ["container", "2", "120", "5", "210", "78"]  # the longest tier first
+    assert lines[2].split() == ["unit", "1", "1", "0", "2", "1"]
+    assert lines[3] == "cores held: 240 core-s, at least 2.0 min on 2 cores"
+    assert lines[5].split() == ["90.0", "2", "0.5", "tests/container/test_b.py::test_y[p]"]  # held 2, kept 0.5 busy
+    assert lines[-1].split() == ["1.0", "0", "1.0", "tests/unit/test_a.py::test_x"]
+
+
+def test_a_test_s_own_cpu_counts_the_jobs_it_ran(tmp_path):
+    """What a test's subprocesses spent is its own, the machine's other work is not."""
+    before = cores.own_cpu_sec()
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.5\n"
+                    "while time.process_time() < end: pass"], check=True)
+    assert cores.own_cpu_sec() - before >= 0.5
