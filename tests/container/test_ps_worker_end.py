@@ -13,7 +13,7 @@ from test_aws_behaviours import s3_on_the_sdk_network  # noqa: F401 (fixture)
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 
 
-@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
+@pytest.mark.cores(2)  # hosts training together in containers run alone: beside another job, a worker lost its peers once
 def test_a_late_parameter_server_workers_script_runs_to_its_end(sdk_path, sdk_inputs, tmp_path, s3_on_the_sdk_network):
     script = user_scripts(tmp_path, "deepfm_ps_estimator.py", {"parameter_server": {"enabled": True}},
                           folder="aws_style")
