@@ -1,6 +1,7 @@
 """What the job leaves behind for SageMaker and the user: success/failure files, metrics."""
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -18,29 +19,60 @@ METRIC_DEFINITIONS = [
 ]
 
 
+# The failure file's sections: the cause (the job's own reason, or the user's text) first,
+# then what else failed.
+LATER = "\n--- a later failure ---\n"
+# Below the text a user's script or hook wrote itself: the container's own account of it.
+CONTAINER_SAW = "\n--- what the container saw ---\n"
+
+
 def write_failure(output_dir: str, reason: str, detail: str = "", cause_first: bool = False) -> str:
     """Write `output/failure`: the reason first (what SageMaker shows), details after.
 
     In a job of several processes the first failure is the cause and stays first; later
     ones (often consequences) are appended below it. `cause_first`: this reason is known
     to be the cause (a launcher naming the process that died first) and goes above them.
+    Text that a user's script or hook wrote to the file itself (as SageMaker documents)
+    stays first and whole above all of ours, as AWS's toolkit leaves it: the user's own
+    words are what SageMaker shows as the job's FailureReason.
     """
     os.makedirs(output_dir, exist_ok=True)
     text = reason.strip() + "\n" + (f"\n{detail}" if detail else "")
     path = os.path.join(output_dir, "failure")
-    if cause_first and os.path.exists(path):
-        with open(path) as f:
-            later = f.read()
-        with open(path, "w") as f:
-            f.write(text + "\n--- a later failure ---\n" + later)
-        return path
-    try:
-        with open(path, "x") as f:
-            f.write(text)
-    except FileExistsError:
-        with open(path, "a") as f:
-            f.write("\n--- a later failure ---\n" + text)
+    # The host's processes may fail at once: one rewrite at a time, so that no cause is lost.
+    with open(path + OURS_SUFFIX, "a+") as record:
+        fcntl.flock(record, fcntl.LOCK_EX)
+        record.seek(0)
+        try:
+            ours = json.loads(record.read() or "[]")
+        except ValueError:
+            ours = []
+        try:
+            with open(path) as f:
+                users = _users_part(f.read(), ours).strip()
+        except FileNotFoundError:
+            users = ""
+        ours = [text] + ours if cause_first else ours + [text]
+        with open(path + ".new", "w") as f:  # readers of the first line never see it half-written
+            f.write((users + "\n" + CONTAINER_SAW if users else "") + LATER.join(ours))
+        os.replace(path + ".new", path)
+        record.truncate(0)
+        json.dump(ours, record)
     return path
+
+
+# Beside the failure file, the texts this package wrote into it (each process of a host
+# writes there), which tells them from the text a user's script wrote into the same file.
+OURS_SUFFIX = ".trainer.json"
+
+
+def _users_part(content: str, ours: list[str]) -> str:
+    """What is left of the failure file without our texts and separators: the user's."""
+    for text in ours:
+        content = content.replace(text, "", 1)
+    for separator in (CONTAINER_SAW, LATER):
+        content = content.replace(separator, "")
+    return content
 
 
 class AlreadyReported(Exception):
@@ -58,7 +90,7 @@ def write_success(output_dir: str) -> None:
 
 
 def clear_status(output_dir: str) -> None:
-    for name in ("success", "failure"):
+    for name in ("success", "failure", "failure" + OURS_SUFFIX):
         try:
             os.remove(os.path.join(output_dir, name))
         except FileNotFoundError:

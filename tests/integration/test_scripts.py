@@ -66,6 +66,22 @@ def test_a_failing_script_names_itself_first(aws_split, tmp_path):
     assert "Traceback" in run.failure  # its last lines of output follow
 
 
+@pytest.mark.cores(1)
+def test_a_script_s_own_failure_file_stays_first_and_whole(aws_split, tmp_path):
+    """The script wrote SM_OUTPUT_DIR/failure itself, then failed: its words open the file
+    (SageMaker's FailureReason); what the container saw follows, within the 1,024 characters."""
+    run = run_local(tmp_path, aws_split, script("keras_train.py", fail_with="the data has no label column",
+                                                write_failure_file=1))
+    assert run.exit_code == 1, run.log[-3000:]
+    shown = run.failure[:1024]
+    assert shown.startswith("the script's own reason: the data has no label column\n\n"
+                            "--- what the container saw ---\n"
+                            "script keras_train.py (rank 0 on algo-1) exited with code 1: "
+                            "ValueError: the data has no label column\n"), run.failure
+    assert run.failure.count("the script's own reason") == 1 and "Traceback" in run.failure
+    assert "FAILED (exit 1): the script's own reason: the data has no label column" in run.log  # trainer local's summary
+
+
 MPI_2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": 2}
 
 
