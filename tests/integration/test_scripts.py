@@ -106,6 +106,21 @@ def test_a_rank_that_fails_ends_the_job_and_is_named(aws_split, tmp_path):
     assert first.endswith("RuntimeError: rank 1 cannot go on"), first
 
 
+@pytest.mark.parametrize("out_of_step", [{"early_stopping_on_rank0": 1, "epochs": 4}, {"rank0_batches": 3}],
+                         ids=["EarlyStopping on rank 0 only", "a shorter shard on rank 0"])
+def test_a_rank_that_ended_early_is_named_as_the_cause(aws_split, tmp_path, out_of_step):
+    """Rank 0 ends its script (exit 0) while rank 1 waits in an allreduce, which then fails
+    with an error that names no rank: the failure file names rank 0 and why, first."""
+    run = run_local(tmp_path, aws_split, script("hvd_train.py", **{**MPI_2, **out_of_step}))
+    assert run.exit_code != 0, run.log[-3000:]
+    lines = run.failure.splitlines()
+    assert lines[0] == ("rank 0 on algo-1 ended its script (exit code 0) while rank 1 on algo-1 still waited in an "
+                        "allreduce: the ranks ran different numbers of steps, for example EarlyStopping "
+                        "or a data shard on one rank only (docs/faults.md, 'Ranks out of step')"), run.failure
+    assert any(line.startswith("then script hvd_train.py (rank 1 on algo-1) exited with code") for line in lines), \
+        run.failure
+
+
 @pytest.mark.parametrize("program, sdk, names", [
     ("mwms_train.py", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}, ("worker0", "worker1")),
     ("ps_train.py", {"sagemaker_parameter_server_enabled": "true"}, ("master0", "worker0")),

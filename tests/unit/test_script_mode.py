@@ -381,6 +381,37 @@ def test_failure_first_line(tmp_path, output, rank, first_line):
     assert "its last lines of output:" in failure
 
 
+SHUT_DOWN = ("[1,1]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks or an "
+             "attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.\n"
+             "[1,1]<stderr>:\t [[{{node DistributedAdam_Allreduce/cond_4/HorovodAllreduce_grads_6_0}}]]\n")
+ENDED_0 = "[1,0]<stderr>:trainer: rank 0's script ended by itself (exit code 0)\n"
+
+
+@pytest.mark.parametrize("output, failed, ended_first", [
+    (ENDED_0 + SHUT_DOWN, 1, 0),  # rank 0 ended, rank 1's allreduce found Horovod shut down
+    (SHUT_DOWN, 1, None),  # no rank ended by itself: another failed (its exception is in its output)
+    (ENDED_0 + "[1,1]<stderr>:ValueError: bad shape\n", 1, None),  # rank 1's own error
+    ("[1,1]<stderr>:trainer: rank 1's script ended by itself (exit code 0)\n" + SHUT_DOWN, 1, None),  # itself
+    (ENDED_0 + SHUT_DOWN, None, None),  # mpirun named no rank
+])
+def test_a_rank_that_ended_while_another_waited(output, failed, ended_first):
+    from trainer.script.launch import rank_that_ended_first
+
+    assert rank_that_ended_first(output, failed) == ended_first
+
+
+def test_a_rank_that_ended_first_is_named_first(tmp_path):
+    from trainer.script.launch import output_of_rank, report_script_failure
+
+    the_job = dataclasses.replace(script_job(), output_dir=str(tmp_path))
+    reason = report_script_failure(the_job, "rank 1 on algo-1", "exited with code 1",
+                                   output_of_rank(ENDED_0 + SHUT_DOWN, 1), ended_first="rank 0 on algo-1")
+    assert reason.startswith("rank 0 on algo-1 ended its script (exit code 0) while rank 1 on algo-1 still waited "
+                             "in an allreduce: the ranks ran different numbers of steps"), reason
+    failure = (tmp_path / "failure").read_text()
+    assert failure.splitlines()[0] == reason and "\nthen script train.py (rank 1 on algo-1) exited with code 1" in failure
+
+
 @pytest.mark.parametrize("the_job, leader, watch_peers", [
     (script_job(), None, False),  # one host: nobody to watch
     (script_job(hosts=2), None, True),  # a script on every host: each watches the others

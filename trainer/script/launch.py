@@ -32,6 +32,7 @@ from trainer.launch import intermediate_output, peers, requirements, supervise
 from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 from trainer.script import process as script_process
 from trainer.script import stacks, stall
+from trainer.script.mpi_rank import ENDED_LINE
 from trainer.script.stall import MPI_TAG
 
 log = logging.getLogger("trainer")
@@ -39,6 +40,11 @@ OUTPUT_LINES_IN_FAILURE = 30
 # The last line of a Python traceback ("KeyError: 'SM_CHANNEL_X'"), else a shell's error.
 EXCEPTION_LINE = re.compile(r"^[\w.]+(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 ERROR_LINE = re.compile(r".*(?:error|not found|No such file).*", re.IGNORECASE)
+# In a rank's error when its collective found Horovod shut down: another rank ended or failed.
+HOROVOD_SHUT_DOWN = "Horovod has been shut down"
+HOROVOD_OPS = {"Allreduce": "an allreduce", "Allgather": "an allgather", "Alltoall": "an alltoall",
+               "Broadcast": "a broadcast", "Reducescatter": "a reduce-scatter"}
+HOROVOD_OP = re.compile(r"Horovod(" + "|".join(HOROVOD_OPS) + ")")
 
 
 def prepare(job, toolkit_env) -> None:
@@ -109,15 +115,35 @@ def output_of_rank(output: str, rank: int | None) -> str:
     return "".join(parts[i + 1] for i in range(1, len(parts), 2) if int(parts[i]) == rank) or output
 
 
-def report_script_failure(job, who: str, how: str, output: str) -> str:
+def report_script_failure(job, who: str, how: str, output: str, ended_first: str = "") -> str:
     """Write the failure file: the script, the process, how it ended and its last error
-    line first; then its last lines of output. Returns the first line."""
+    line first; then its last lines of output. `ended_first`: a rank whose script ended
+    while this one still waited in a collective, which is the cause and goes first.
+    Returns the first line."""
     last = last_error_line(output)
-    reason = f"script {job.entry_point.program} ({who}) {how}" + (f": {last}" if last else "")
+    ended = f"script {job.entry_point.program} ({who}) {how}" + (f": {last}" if last else "")
     tail = "\n".join(output.splitlines()[-OUTPUT_LINES_IN_FAILURE:])
-    write_failure(job.output_dir, reason, f"its last lines of output:\n{tail}", cause_first=True)
+    reason, detail = ended, f"its last lines of output:\n{tail}"
+    if ended_first:
+        op = HOROVOD_OP.search(output)
+        reason = (f"{ended_first} ended its script (exit code 0) while {who} still waited in "
+                  f"{HOROVOD_OPS[op.group(1)] if op else 'a Horovod collective'}: the ranks ran different numbers "
+                  "of steps, for example EarlyStopping or a data shard on one rank only "
+                  "(docs/faults.md, 'Ranks out of step')")
+        detail = f"then {ended}\n{detail}"
+    write_failure(job.output_dir, reason, detail, cause_first=True)
     log.error("%s", reason)
     return reason
+
+
+def rank_that_ended_first(output: str, failed_rank: int | None) -> int | None:
+    """The rank whose script ended by itself (exit code 0) while `failed_rank` still waited
+    in a Horovod collective (which then failed), from mpirun's tagged output; None when the
+    failed rank's error is its own."""
+    if failed_rank is None or HOROVOD_SHUT_DOWN not in output_of_rank(output, failed_rank):
+        return None
+    ended = [int(line.group(1)) for line in ENDED_LINE.finditer(output) if int(line.group(1)) != failed_rank]
+    return ended[0] if ended else None
 
 
 def mpirun_failure_writer(job, plan):
@@ -125,7 +151,9 @@ def mpirun_failure_writer(job, plan):
     output (its --tag-output marks whose each line is)."""
     def explain(rank, how, output):
         who = plan.process(rank).name if rank is not None else f"one of its {plan.world_size} ranks"
-        report_script_failure(job, who, how, output_of_rank(output, rank))
+        ended = rank_that_ended_first(output, rank)
+        report_script_failure(job, who, how, output_of_rank(output, rank),
+                              ended_first=plan.process(ended).name if ended is not None else "")
     return explain
 
 

@@ -5,8 +5,9 @@ As AWS's container (the SageMaker training toolkit's runners): the hyperparamete
 `--name value` arguments (`--model_dir` included, as the SDK sets it), every `SM_*`
 variable (`SM_TRAINING_ENV`, `SM_HPS`, `SM_USER_ARGS`, `SM_CHANNEL_*`, ...), TF_CONFIG
 for parameter servers and multi-worker mirrored, the working directory the code's folder,
-and under MPI the script run through `python -m mpi4py` (an uncaught exception in one
-rank aborts them all instead of hanging them).
+and under MPI the script run as `python -m mpi4py` runs it (an uncaught exception in one
+rank aborts them all instead of hanging them; trainer.script.mpi_rank, which also says when
+a rank's script ended by itself).
 
 Added here (documented in docs/sagemaker.md, "Your own training script"):
     OMP_NUM_THREADS, KMP_*, TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS
@@ -81,7 +82,7 @@ def command(job, under_mpi: bool = False, toolkit_env=None) -> list[str]:
     env = toolkit_env or toolkit_environment(job)
     args = mapping.to_cmd_args(env.hyperparameters)
     program = job.entry_point.program
-    python = [sys.executable] + (["-m", "mpi4py"] if under_mpi else [])
+    python = [sys.executable] + (["-m", "trainer.script.mpi_rank"] if under_mpi else [])
     kind = entry_point_type(job.entry_point.code_dir, program)
     if kind == PYTHON_PACKAGE:
         return python + ["-m", program[:-3] if program.endswith(".py") else program] + args
