@@ -50,3 +50,19 @@ def test_the_readme_is_a_front_door():
     assert len(readme.encode()) < 10_000, "the README grows: move the detail into docs/"
     assert readme.split("```bash\n", 1)[1].startswith("./build.sh demo") and "./build.sh test" in readme.split("\n")[4]
     assert os.path.exists(ROOT / "docs" / "hyperparameters.md")
+
+
+def test_the_documented_ports_are_the_ports_the_code_opens():
+    """docs/security.md names every port a job listens on (the code's constants), and no other."""
+    from trainer.launch.ssh_trust import SSH_PORT
+    from trainer.plan.clusters import MASTER_PORT, MWMS_PORT, PS_PORT, PS_WORKER_PORT
+    from trainer.plan.types import DATA_WORKER_PORT, DISPATCHER_PORT, STATUS_PORT
+
+    opened = {SSH_PORT, MASTER_PORT, PS_PORT, PS_WORKER_PORT, MWMS_PORT, STATUS_PORT, DISPATCHER_PORT,
+              DATA_WORKER_PORT}
+    text = (ROOT / "docs" / "security.md").read_text()
+    documented = set()
+    for first, last in re.findall(r"\b(\d{2,5})(?:-(\d{2,5}))?\b", text):
+        documented.update(range(int(first), int(last or first) + 1))
+    ports = {n for n in documented if n == 22 or 1024 < n < 65536}
+    assert ports == opened, f"documented only: {sorted(ports - opened)}, opened only: {sorted(opened - ports)}"
