@@ -175,7 +175,7 @@ base_image() {
 }
 
 image() {
-  local flavour="${1:-cpu}" file tag started eng
+  local flavour="${1:-cpu}" file tag started eng format=()
   case "$flavour" in
     cpu) file="$ROOT/docker/Dockerfile" ;;
     gpu) file="$ROOT/docker/Dockerfile.gpu" ;;
@@ -187,12 +187,15 @@ image() {
   flock 9
   base_image
   eng="$(engine)"
+  # podman builds OCI images by default, which drop the Dockerfile's SHELL; Docker Engine
+  # builds Docker's format always and has no such flag.
+  [ "$eng" = podman ] && format=(--format docker)
   tag="localhost/$IMAGE_NAME:$flavour"
   started=$(date +%s)
   if [ "$flavour" = gpu ]; then  # the build stage keeps a name, so the prune below leaves it cached
-    "$eng" build --format docker -f "$file" --target build -t "$tag-build" "$ROOT"
+    "$eng" build "${format[@]}" -f "$file" --target build -t "$tag-build" "$ROOT"
   fi
-  "$eng" build --format docker -f "$file" -t "$tag" "$ROOT"
+  "$eng" build "${format[@]}" -f "$file" -t "$tag" "$ROOT"
   "$eng" image prune -f >/dev/null  # the layers a rebuild left without a name
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
 }
