@@ -153,6 +153,17 @@ def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path, record_fau
               "an empty training channel")
 
 
+def test_a_csv_table_is_refused_with_how_to_convert_it(tmp_path, record_fault):
+    """A CSV with a header line (raw Criteo columns, as people export them) is not read as
+    libsvm: the job says which formats it reads and the command that converts the table."""
+    table = tmp_path / "day_0.csv"
+    table.write_text("label,I1,I2,C1\n1,5,0,68fd1e64\n")
+    run, seconds = timed_run(tmp_path, {"training": str(table)})
+    failed_as(run, seconds, r"channel 'training': \S+/day_0\.csv is a CSV or TSV table, which the built-in model does "
+                            r"not read: .* convert with: trainer convert day_0\.csv --output data/", record_fault,
+              "a CSV file as the training channel")
+
+
 @pytest.mark.cores(2)
 def test_an_empty_shard_for_one_rank(aws_split, tmp_path, record_fault):
     one_record = tmp_path / "one.tfrecords"

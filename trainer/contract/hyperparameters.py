@@ -248,7 +248,8 @@ SPECS: tuple[Spec, ...] = (
          minimum=0.0, allow_auto=True),
     # Input
     Spec("data_format", "str", None, "Record format of the channels; auto: from file names "
-         "(.libsvm/.txt/.csv are libsvm) or the channel's ContentType, else tfrecord.",
+         "(.libsvm/.svm/.txt are libsvm; .csv/.tsv tables are refused, with how to convert them) or the "
+         "channel's ContentType, else tfrecord.",
          group="input", choices=("tfrecord", "libsvm"), allow_auto=True),
     Spec("train_channel", "str", "training", "Name of the training channel (also accepted: train).",
          group="input"),

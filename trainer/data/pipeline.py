@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from trainer.contract.job import Channel
 from trainer.data import ps_worker_input
 from trainer.data.fifo import fifo_blocks, wait_for_fifo
-from trainer.data.records import FORMATS, format_of_path, is_gzip_path
+from trainer.data.records import FORMATS, TABLE_CONTENT_TYPES, format_of_path, is_gzip_path, is_table_path
 from trainer.errors import JobError
 
 log = logging.getLogger(__name__)
@@ -52,13 +52,23 @@ def channel_files(channel: Channel) -> list[str]:
 
 def resolve_format(requested: str | None, channel: Channel, files: list[str]) -> str:
     """tfrecord or libsvm: the hyperparameter, else the channel's ContentType if it names
-    one, else the files' suffixes, else tfrecord."""
+    one, else the files' suffixes, else tfrecord. CSV and TSV files are tables, not libsvm,
+    unless the hyperparameter or the ContentType says libsvm."""
     if requested:
         return requested
     content_type = channel.content_type.lower()
     for data_format in FORMATS:
         if data_format in content_type:
             return data_format
+    tables = [f for f in files if is_table_path(f)]
+    if tables or content_type.startswith(TABLE_CONTENT_TYPES):
+        what = f"{tables[0]} is" if tables else f"its ContentType {channel.content_type} names"
+        name = os.path.basename(tables[0]) if tables else "day_0.csv"
+        raise JobError(f"channel '{channel.name}': {what} a CSV or TSV table, which the built-in model does "
+                       "not read: it reads TFRecord (tf.train.Example with ids, values and label) or libsvm text "
+                       "(label id:value ..., one pair per field). Raw Criteo columns (label, I1..I13, C1..C26) "
+                       f"convert with: trainer convert {name} --output data/ (docs/development.md, Data); "
+                       "a file that is libsvm text inside: set data_format=libsvm")
     formats = {format_of_path(f) for f in files}
     if len(formats) > 1:
         raise JobError(f"channel '{channel.name}': mixes TFRecord and libsvm files; "

@@ -13,6 +13,9 @@ import zlib
 
 FORMATS = ("tfrecord", "libsvm")
 LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt", ".csv", ".tsv")
+# Text tables (raw Criteo columns, a header line): `trainer convert` turns them into records.
+TABLE_SUFFIXES = (".csv", ".tsv")
+TABLE_CONTENT_TYPES = ("text/csv", "text/tab-separated-values")
 # ContentType values of a channel that name its format (anything containing "libsvm" does).
 LIBSVM_CONTENT_TYPE = "text/libsvm"
 TFRECORD_CONTENT_TYPE = "application/x-tfrecord"
@@ -34,6 +37,10 @@ GZIP_SUFFIX = ".gz"
 def format_of_path(path: str) -> str:
     name = path.lower().removesuffix(GZIP_SUFFIX)  # train.libsvm.gz is libsvm
     return "libsvm" if name.endswith(LIBSVM_SUFFIXES) else "tfrecord"
+
+
+def is_table_path(path: str) -> bool:
+    return path.lower().removesuffix(GZIP_SUFFIX).endswith(TABLE_SUFFIXES)
 
 
 def is_gzip_path(path: str) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
 from trainer.data.fifo import recordio_record
 from trainer.data.pipeline import list_data_files
-from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path
+from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path, is_table_path
 from trainer.report import read_metrics
 
 DEFAULT_HOST = "algo-1"
@@ -234,6 +234,8 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
 def content_type(paths: list[str]) -> str:
     """The channel's ContentType, as a user would pass it to fit(), from its files' names."""
     files = [f for path in paths for f in list_data_files(path)]
+    if any(is_table_path(f) for f in files):
+        return "text/csv"  # as fit(TrainingInput(..., content_type="text/csv")) would: train says what to do
     return LIBSVM_CONTENT_TYPE if files and all(format_of_path(f) == "libsvm" for f in files) \
         else TFRECORD_CONTENT_TYPE
 
