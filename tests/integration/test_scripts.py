@@ -106,6 +106,11 @@ def test_a_rank_that_fails_ends_the_job_and_is_named(aws_split, tmp_path):
     assert first.endswith("RuntimeError: rank 1 cannot go on"), first
 
 
+# The reason a failure file gives first for ranks out of step (trainer.script.launch).
+OUT_OF_STEP = ("the ranks ran different numbers of steps or collectives, for example EarlyStopping, a data shard "
+               "or a save on one rank only (docs/faults.md, 'Ranks out of step')")
+
+
 @pytest.mark.parametrize("out_of_step", [{"early_stopping_on_rank0": 1, "epochs": 4}, {"rank0_batches": 3}],
                          ids=["EarlyStopping on rank 0 only", "a shorter shard on rank 0"])
 def test_a_rank_that_ended_early_is_named_as_the_cause(aws_split, tmp_path, out_of_step):
@@ -115,10 +120,37 @@ def test_a_rank_that_ended_early_is_named_as_the_cause(aws_split, tmp_path, out_
     assert run.exit_code != 0, run.log[-3000:]
     lines = run.failure.splitlines()
     assert lines[0] == ("rank 0 on algo-1 ended its script (exit code 0) while rank 1 on algo-1 still waited in an "
-                        "allreduce: the ranks ran different numbers of steps, for example EarlyStopping "
-                        "or a data shard on one rank only (docs/faults.md, 'Ranks out of step')"), run.failure
+                        f"allreduce: {OUT_OF_STEP}"), run.failure
     assert any(line.startswith("then script hvd_train.py (rank 1 on algo-1) exited with code") for line in lines), \
         run.failure
+
+
+@pytest.mark.parametrize("out_of_step, first_line, failed_first, then", [
+    # Worker 1 ends its script while worker 0's save all-reduces the metrics' variables.
+    ({"save_on_chief_only": 1},
+     f"rank 1 on algo-2 ended its script (exit code 0) while rank 0 on algo-1 still waited in an allreduce: {OUT_OF_STEP}",
+     "algo-1", "then script mwms_train.py (rank 0 on algo-1) exited with code 1: "
+     "tensorflow.python.framework.errors_impl.UnavailableError"),
+    # Worker 0 stops training after two epochs and saves, while worker 1 goes on training.
+    ({"early_stopping_on_worker0": 1, "epochs": 4},
+     "rank 1 on algo-2 and another rank met in different collectives (an allreduce of shape [200] against one of "
+     f"shape []): {OUT_OF_STEP}",
+     "algo-2", "then script mwms_train.py (rank 1 on algo-2) exited with code 1: "
+     "tensorflow.python.framework.errors_impl.InvalidArgumentError"),
+], ids=["a save on the chief only", "EarlyStopping on worker 0 only"])
+def test_workers_out_of_step_are_named_as_the_cause(aws_split, tmp_path, out_of_step, first_line, failed_first, then):
+    """Multi-worker mirrored on two hosts, the workers out of step: the job fails, and the
+    first line of the failure file of the host that failed first names why, the script's
+    own error below it; another host that failed for it carries that line in its first."""
+    run = run_local(tmp_path, aws_split, script("mwms_train.py", sagemaker_multi_worker_mirrored_strategy_enabled="true",
+                                                **out_of_step), hosts=2, timeout=400)
+    assert run.exit_code != 0, run.log[-4000:]
+    failures = {host: (tmp_path / host / "output" / "failure").read_text() for host in ("algo-1", "algo-2")
+                if (tmp_path / host / "output" / "failure").exists()}  # a worker that ended well has none
+    lines = failures[failed_first].splitlines()
+    assert lines[0] == first_line, failures
+    assert any(line.startswith(then) for line in lines), failures
+    assert all(first_line in failure.splitlines()[0] for failure in failures.values()), failures
 
 
 @pytest.mark.parametrize("program, sdk, names", [

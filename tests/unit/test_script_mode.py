@@ -400,16 +400,50 @@ def test_a_rank_that_ended_while_another_waited(output, failed, ended_first):
     assert rank_that_ended_first(output, failed) == ended_first
 
 
-def test_a_rank_that_ended_first_is_named_first(tmp_path):
-    from trainer.script.launch import output_of_rank, report_script_failure
+TF_UNAVAILABLE = ("tensorflow.python.framework.errors_impl.UnavailableError: {{function_node "
+                  "__wrapped__CollectiveReduceV2_Nordering_token_1_device_/job:worker/replica:0/task:0/device:CPU:0}} "
+                  "Collective ops is aborted by: Error reported from /job:worker/task:1: Task "
+                  "/job:worker/replica:0/task:1 heartbeat timeout.\n")
+TF_MISMATCH = ("tensorflow.python.framework.errors_impl.InvalidArgumentError: {{function_node "
+               "__wrapped__CollectiveReduceV2_Nordering_token_1_device_/job:worker/replica:0/task:1/device:CPU:0}} "
+               "Collective ops is aborted by: Shape mismatch in the collective instance 712. Op at device "
+               "/job:worker/replica:0/task:1/device:CPU:0 expected shape [200] but another member in the group "
+               "expected shape []. This is likely due to different input shapes at different members of the "
+               "collective op.\n")
+OUT_OF_STEP = ("the ranks ran different numbers of steps or collectives, for example EarlyStopping, a data shard "
+               "or a save on one rank only (docs/faults.md, 'Ranks out of step')")
+
+
+@pytest.mark.parametrize("output, ended_first, first_line", [
+    # Horovod: rank 0 ended; rank 1's allreduce found Horovod shut down.
+    (SHUT_DOWN.replace("[1,1]<stderr>:", ""), "rank 0 on algo-1",
+     f"rank 0 on algo-1 ended its script (exit code 0) while rank 1 on algo-1 still waited in an allreduce: {OUT_OF_STEP}"),
+    # Multi-worker mirrored: the other worker's script ended; this one's all-reduce lost it.
+    (TF_UNAVAILABLE, "rank 0 on algo-2",
+     f"rank 0 on algo-2 ended its script (exit code 0) while rank 1 on algo-1 still waited in an allreduce: {OUT_OF_STEP}"),
+    # Multi-worker mirrored: the workers met in different collectives (one of them stopped training early).
+    (TF_MISMATCH, "",
+     "rank 1 on algo-1 and another rank met in different collectives (an allreduce of shape [200] against one of "
+     f"shape []): {OUT_OF_STEP}"),
+])
+def test_a_rank_out_of_step_is_named_first(tmp_path, output, ended_first, first_line):
+    from trainer.script.launch import report_script_failure
 
     the_job = dataclasses.replace(script_job(), output_dir=str(tmp_path))
-    reason = report_script_failure(the_job, "rank 1 on algo-1", "exited with code 1",
-                                   output_of_rank(ENDED_0 + SHUT_DOWN, 1), ended_first="rank 0 on algo-1")
-    assert reason.startswith("rank 0 on algo-1 ended its script (exit code 0) while rank 1 on algo-1 still waited "
-                             "in an allreduce: the ranks ran different numbers of steps"), reason
+    reason = report_script_failure(the_job, "rank 1 on algo-1", "exited with code 1", output, ended_first=ended_first)
+    assert reason == first_line
     failure = (tmp_path / "failure").read_text()
     assert failure.splitlines()[0] == reason and "\nthen script train.py (rank 1 on algo-1) exited with code 1" in failure
+
+
+@pytest.mark.parametrize("output, failed", [
+    (SHUT_DOWN, True), (TF_UNAVAILABLE, True), (TF_MISMATCH, True),
+    ("ValueError: bad shape\n", False), ("tensorflow.python.framework.errors_impl.UnavailableError: no file\n", False),
+])
+def test_which_failures_are_a_collective_s(output, failed):
+    from trainer.script.launch import collective_failed
+
+    assert collective_failed(output) == failed
 
 
 @pytest.mark.parametrize("the_job, leader, watch_peers", [

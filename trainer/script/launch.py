@@ -42,9 +42,21 @@ EXCEPTION_LINE = re.compile(r"^[\w.]+(?:Error|Exception|Exit|Interrupt)\b(?::.*)
 ERROR_LINE = re.compile(r".*(?:error|not found|No such file).*", re.IGNORECASE)
 # In a rank's error when its collective found Horovod shut down: another rank ended or failed.
 HOROVOD_SHUT_DOWN = "Horovod has been shut down"
-HOROVOD_OPS = {"Allreduce": "an allreduce", "Allgather": "an allgather", "Alltoall": "an alltoall",
-               "Broadcast": "a broadcast", "Reducescatter": "a reduce-scatter"}
-HOROVOD_OP = re.compile(r"Horovod(" + "|".join(HOROVOD_OPS) + ")")
+# In a worker's error when a TensorFlow collective (multi-worker mirrored) failed.
+TF_COLLECTIVE_ABORTED = "Collective ops is aborted by"
+# The collective a failed rank was in, by the op that failed: Horovod's, then TensorFlow's.
+COLLECTIVE_OPS = {"HorovodAllreduce": "an allreduce", "HorovodAllgather": "an allgather",
+                  "HorovodAlltoall": "an alltoall", "HorovodBroadcast": "a broadcast",
+                  "HorovodReducescatter": "a reduce-scatter", "CollectiveReduceV2": "an allreduce",
+                  "CollectiveGatherV2": "an allgather", "CollectiveBcastSendV2": "a broadcast",
+                  "CollectiveBcastRecvV2": "a broadcast"}
+COLLECTIVE_OP = re.compile("(" + "|".join(COLLECTIVE_OPS) + ")")
+# TensorFlow's error when two workers met in different collectives, which it reads as inputs
+# of different shapes; with a script's own model it means the workers are out of step.
+SHAPE_MISMATCH = re.compile(r"Shape mismatch in the collective instance \d+\. Op at device \S+ expected shape "
+                            r"(\S+) but another member in the group expected shape (\S+)\.")
+OUT_OF_STEP = ("the ranks ran different numbers of steps or collectives, for example EarlyStopping, a data shard "
+               "or a save on one rank only (docs/faults.md, 'Ranks out of step')")
 
 
 def prepare(job, toolkit_env) -> None:
@@ -118,18 +130,21 @@ def output_of_rank(output: str, rank: int | None) -> str:
 def report_script_failure(job, who: str, how: str, output: str, ended_first: str = "") -> str:
     """Write the failure file: the script, the process, how it ended and its last error
     line first; then its last lines of output. `ended_first`: a rank whose script ended
-    while this one still waited in a collective, which is the cause and goes first.
-    Returns the first line."""
+    while this one still waited in a collective, which is the cause and goes first; so does
+    TensorFlow's word that the ranks met in different collectives. Returns the first line."""
     last = last_error_line(output)
     ended = f"script {job.entry_point.program} ({who}) {how}" + (f": {last}" if last else "")
     tail = "\n".join(output.splitlines()[-OUTPUT_LINES_IN_FAILURE:])
     reason, detail = ended, f"its last lines of output:\n{tail}"
+    op = COLLECTIVE_OP.search(output)
+    collective = COLLECTIVE_OPS[op.group(1)] if op else "a collective"
+    mismatch = SHAPE_MISMATCH.search(output)
     if ended_first:
-        op = HOROVOD_OP.search(output)
-        reason = (f"{ended_first} ended its script (exit code 0) while {who} still waited in "
-                  f"{HOROVOD_OPS[op.group(1)] if op else 'a Horovod collective'}: the ranks ran different numbers "
-                  "of steps, for example EarlyStopping or a data shard on one rank only "
-                  "(docs/faults.md, 'Ranks out of step')")
+        reason = f"{ended_first} ended its script (exit code 0) while {who} still waited in {collective}: {OUT_OF_STEP}"
+        detail = f"then {ended}\n{detail}"
+    elif mismatch:
+        reason = (f"{who} and another rank met in different collectives ({collective} of shape {mismatch.group(1)} "
+                  f"against one of shape {mismatch.group(2)}): {OUT_OF_STEP}")
         detail = f"then {ended}\n{detail}"
     write_failure(job.output_dir, reason, detail, cause_first=True)
     log.error("%s", reason)
@@ -186,12 +201,15 @@ def run(job, plan, toolkit_env) -> None:
             progress.stop()
             if progress.stalled:
                 raise AlreadyReported(EXIT_STALLED)
+            ended_first = ""
             if watch is not None:
+                if watch.ended_by is None and code != 0 and collective_failed(script.output_tail):
+                    ended_first = watch.script_that_ended_well(plan)
                 watch.stop()
                 if watch.ended_by is not None and code != 0:
                     # Another host failed first: this script was ended for it, where its stacks say.
                     raise watch.ended_with_stacks
-            _end_with(job, process, script, code, progress.stacks_at_kill)
+            _end_with(job, process, script, code, progress.stacks_at_kill, ended_first=ended_first)
             if ps_task is not None:
                 _serve_the_workers_to_their_end(job)
     finally:
@@ -202,17 +220,29 @@ def run(job, plan, toolkit_env) -> None:
         warn_if_no_model(job.model_dir, job.entry_point)
 
 
+def collective_failed(output: str) -> bool:
+    """Whether a script's output ends with a collective that failed for want of another
+    rank: Horovod shut down under it, or TensorFlow aborted it."""
+    return HOROVOD_SHUT_DOWN in output or TF_COLLECTIVE_ABORTED in output
+
+
 class PeerWatch:
     """Follows every other host's state (trainer.launch.peers) while this host's script runs: when
     one fails, stops or is lost, this script is ended (SIGTERM, then SIGKILL 10 s later)
     and `ended_by` says which host and why, so the job ends in seconds, not when
-    TensorFlow's collectives time out."""
+    TensorFlow's collectives time out. Hosts whose part ended well are kept in `ended_well`:
+    when this script then fails in a collective, the first of them is why."""
+
+    # How long a failed collective waits to hear that the host it lost had ended well: the
+    # watch's poll (1 s) after that host's part ends, with a margin for a loaded machine.
+    ENDED_WELL_WAIT_SEC = 5.0
 
     def __init__(self, job, plan, script):
         self.script = script
         self.job = job
         self.ended_by: Exception | None = None
         self.ended_with_stacks = None  # ended_by, reported with the stacks of this host's script then
+        self.ended_well: list[str] = []
         self._done = threading.Event()
         for host in plan.hosts:
             if host != job.current_host:
@@ -226,6 +256,7 @@ class PeerWatch:
 
         try:
             peers.follow(host, peers.STATUS_PORT, me, host, alive=still_watching)
+            self.ended_well.append(host)
         except _Unwatched:
             return
         except (PeerLost, Stopped) as err:
@@ -235,6 +266,16 @@ class PeerWatch:
                 self.ended_with_stacks = stacks.failed_with_stacks(self.job, err, [self.script.process.pid])
                 self.script.end(grace_sec=10.0)
 
+    def script_that_ended_well(self, plan) -> str:
+        """The script process (its name: "rank 1 on algo-2") of the first other host whose
+        part ended well, heard within ENDED_WELL_WAIT_SEC; "" when none did."""
+        deadline = time.monotonic() + self.ENDED_WELL_WAIT_SEC
+        while not self.ended_well and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not self.ended_well:
+            return ""
+        return next(p.name for p in plan.on_host(self.ended_well[0]) if p.role != "ps")
+
     def stop(self) -> None:
         self._done.set()
 
@@ -243,14 +284,14 @@ class _Unwatched(Exception):
     """This host's script has ended: its watch of the others is over."""
 
 
-def _end_with(job, process, script, code: int, stacks_at_kill: str = "") -> None:
+def _end_with(job, process, script, code: int, stacks_at_kill: str = "", ended_first: str = "") -> None:
     if code == 0:
         return
     if script.stop_requested:
         reason = f"stopped by SIGTERM: script {job.entry_point.program} ({process.name}) {supervise.how_it_ended(code)}"
         write_failure(job.output_dir, reason, stacks_at_kill)
         raise AlreadyReported(EXIT_STOPPED if code < 0 else code)
-    report_script_failure(job, process.name, supervise.how_it_ended(code), script.output_tail)
+    report_script_failure(job, process.name, supervise.how_it_ended(code), script.output_tail, ended_first=ended_first)
     raise AlreadyReported(exit_code_of(code))
 
 

@@ -13,7 +13,7 @@ import re
 import sys
 
 ENDED = "trainer: rank {rank}'s script ended by itself (exit code 0)"
-ENDED_LINE = re.compile(r"trainer: rank (\d+)'s script ended by itself \(exit code 0\)")
+ENDED_LINE = re.compile(re.escape(ENDED).replace(re.escape("{rank}"), r"(\d+)"))
 
 
 def main() -> None:
