@@ -25,6 +25,10 @@ LATER = "\n--- a later failure ---\n"
 # Below the text a user's script or hook wrote itself: the container's own account of it.
 CONTAINER_SAW = "\n--- what the container saw ---\n"
 
+# Beside the failure file, the texts this package wrote into it (each process of a host
+# writes there), which tells them from the text a user's script wrote into the same file.
+OURS_SUFFIX = ".trainer.json"
+
 
 def write_failure(output_dir: str, reason: str, detail: str = "", cause_first: bool = False) -> str:
     """Write `output/failure`: the reason first (what SageMaker shows), details after.
@@ -59,11 +63,6 @@ def write_failure(output_dir: str, reason: str, detail: str = "", cause_first: b
         record.truncate(0)
         json.dump(ours, record)
     return path
-
-
-# Beside the failure file, the texts this package wrote into it (each process of a host
-# writes there), which tells them from the text a user's script wrote into the same file.
-OURS_SUFFIX = ".trainer.json"
 
 
 def _users_part(content: str, ours: list[str]) -> str:
