@@ -16,7 +16,8 @@
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
 #   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
-#   ./build.sh preflight      prove that two containers on one network find each other by name
+#   ./build.sh preflight      say which engine answers, how it builds and what the SDK's local mode runs with;
+#                             prove that two containers on one network find each other by name
 #                             (what multi-host jobs need), or say what is missing and how to fix it
 #
 # Setup is idempotent. The virtual environment lives outside the work tree, keyed by a

@@ -7,9 +7,10 @@
 #                                     and a registry (docker-registry) that the push test runs
 #                                     locally; repairs a sagemaker-local network made without DNS
 #   docker/engine.sh name             print the engine to use (docker when a daemon answers, else podman)
-#   docker/engine.sh preflight IMAGE  prove that two containers on one network find each other
-#                                     by name (what every multi-host job needs), or say what is
-#                                     missing and how to fix it
+#   docker/engine.sh preflight IMAGE  say which engine answers, how it builds and what the SDK's
+#                                     local mode runs with; prove that two containers on one
+#                                     network find each other by name (what every multi-host job
+#                                     needs), or say what is missing and how to fix it
 #
 # Idempotent: a second run changes nothing.
 #
@@ -117,11 +118,35 @@ diagnose() {
   esac
 }
 
+# Which engine answers, which builder it builds with, and what the SageMaker SDK's local mode
+# runs its jobs with (it needs a compose command): one line, before the network check.
+describe_engine() {
+  local eng="$1" builder compose
+  if [ "$eng" = podman ]; then
+    echo "preflight: engine: podman $(podman version --format '{{.Client.Version}}' 2>/dev/null) (no docker daemon answers); builds with buildah (--format docker); the SageMaker SDK's local mode runs through the docker and docker-compose commands that ./build.sh sdk-setup makes (podman, podman-compose)"
+    return 0
+  fi
+  # Docker 23+ builds with BuildKit where the buildx plugin is installed; 20.10 only when asked.
+  builder="the legacy builder"
+  if [ "${DOCKER_BUILDKIT:-}" = 1 ] || { [ -z "${DOCKER_BUILDKIT:-}" ] && docker buildx version >/dev/null 2>&1; }; then
+    builder="BuildKit"
+  fi
+  if docker compose version >/dev/null 2>&1; then
+    compose="docker compose ($(docker compose version --short 2>/dev/null))"
+  elif command -v docker-compose >/dev/null 2>&1; then
+    compose="docker-compose ($(docker-compose version --short 2>/dev/null))"
+  else
+    compose="none: the SageMaker SDK's local mode needs docker compose or docker-compose (apt-get install docker-compose)"
+  fi
+  echo "preflight: engine: Docker Engine $(docker version --format '{{.Server.Version}}' 2>/dev/null) (its daemon answers); builds with $builder; compose for the SageMaker SDK's local mode: $compose"
+}
+
 # Two containers on a fresh network, as local mode starts a job's hosts: the second must
 # resolve the first by its network alias. Seconds; every step bounded; nothing left behind.
 preflight() {
   local image="${1:?image to run}" eng tag net first out errors
   eng="$(engine_name)"
+  describe_engine "$eng"
   tag="trainer-preflight-$$"
   net="$tag-net"
   first="$tag-algo-1"

@@ -33,6 +33,8 @@ def test_preflight_repairs_a_network_without_dns(network_ready):
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"the {network} network has no DNS: removing it" in done.stderr
         assert "containers on one podman network find each other by name" in done.stdout
+        assert re.search(r"^preflight: engine: podman \d+\.\d+\.\d+ \(no docker daemon answers\); builds with buildah",
+                         done.stdout, re.M), done.stdout
         assert subprocess.run(["podman", "network", "exists", network]).returncode != 0
     finally:
         subprocess.run(["podman", "network", "rm", "-f", network], capture_output=True)
