@@ -237,6 +237,28 @@ def test_broken_user_module_is_a_clear_error(aws_split, tmp_path, record_fault, 
               f"a broken user module ({message.split(': ')[-1].split(' ')[-1] or 'no hooks'})")
 
 
+HOOK_WITH_ITS_OWN_REASON = '''
+import os
+
+def model_fn(hp):  # /opt/ml, or where the training toolkit's SAGEMAKER_BASE_DIR says (trainer local)
+    with open(os.path.join(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "output", "failure"), "w") as f:
+        f.write("the hook's own reason: field_size 39 does not match the 13 columns of this dataset")
+    raise ValueError("field_size 39 does not match")
+'''
+
+
+def test_a_hook_s_own_failure_file_stays_first(aws_split, tmp_path):
+    """The built-in model's hook writes the failure file itself and raises: its words stay
+    first and whole (SageMaker's FailureReason); the container's account follows."""
+    module = tmp_path / "own_reason.py"
+    module.write_text(HOOK_WITH_ITS_OWN_REASON)
+    run, _ = timed_run(tmp_path, aws_split, {"user_module": str(module)})
+    assert run.exit_code != 0, run.log[-3000:]
+    assert run.failure.startswith("the hook's own reason: field_size 39 does not match the 13 columns of this "
+                                  "dataset\n\n--- what the container saw ---\n"), run.failure
+    assert "ValueError: field_size 39 does not match" in run.failure.split("--- what the container saw ---")[1]
+
+
 @pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_a_parameter_server_worker_whose_fifo_is_never_fed(aws_split, tmp_path, monkeypatch, record_fault):
     """SageMaker made algo-2's FIFO and never writes to it: the job ends after pipe_wait_sec,
