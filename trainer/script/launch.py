@@ -270,8 +270,8 @@ class PeerWatch:
         """The script process (its name: "rank 1 on algo-2") of the first other host whose
         part ended well, heard within ENDED_WELL_WAIT_SEC; "" when none did."""
         deadline = time.monotonic() + self.ENDED_WELL_WAIT_SEC
-        while not self.ended_well and time.monotonic() < deadline:
-            time.sleep(0.2)
+        while not self.ended_well and self.ended_by is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # a host that failed instead (ended_by) is named by its own reason
         if not self.ended_well:
             return ""
         return next(p.name for p in plan.on_host(self.ended_well[0]) if p.role != "ps")
