@@ -16,6 +16,8 @@
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
 #   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
+#   ./build.sh test-docker    the Docker tier: starts Docker Engine (docker/dockerd.sh), builds the image with it
+#                             and runs tests/container/docker_tier.txt and test_docker_engine.py against it
 #   ./build.sh preflight      say which engine answers, how it builds and what the SDK's local mode runs with;
 #                             prove that two containers on one network find each other by name
 #                             (what multi-host jobs need), or say what is missing and how to fix it
@@ -202,8 +204,9 @@ image() {
 }
 
 # The SageMaker Python SDK's own environment, for the container tests: a venv keyed by its
-# pins, and (where no docker daemon runs) `docker` and `docker-compose` commands that are
-# podman and podman-compose. Prints the folder to put first on PATH.
+# pins, and a `docker-compose` that records each job for the tests (tests/container/sdk/compose.py:
+# podman-compose where no docker daemon runs, with a `docker` that is podman; else the real
+# docker-compose). Prints the folder to put first on PATH.
 sdk_setup() {
   "$ROOT/docker/engine.sh" setup
   local hash venv
@@ -221,12 +224,19 @@ sdk_setup() {
     touch "$venv/.complete"
   fi
   mkdir -p "$venv/shims"
+  rm -f "$venv/shims/docker" "$venv/shims/docker-compose"
   if [ "$(engine)" = podman ]; then
     printf '#!/bin/sh\nexec podman "$@"\n' > "$venv/shims/docker"
-    printf '#!/bin/sh\nexec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' "$venv" "$ROOT" \
-      > "$venv/shims/docker-compose"
-    chmod +x "$venv/shims/docker" "$venv/shims/docker-compose"
+    chmod +x "$venv/shims/docker"
+    printf '#!/bin/sh\nTRAINER_COMPOSE_ENGINE=podman exec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' \
+      "$venv" "$ROOT" > "$venv/shims/docker-compose"
+  elif command -v docker-compose >/dev/null 2>&1; then  # the real one, with the tests' records
+    printf '#!/bin/sh\nTRAINER_COMPOSE_ENGINE=docker TRAINER_DOCKER_COMPOSE="%s" exec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' \
+      "$(command -v docker-compose)" "$venv" "$ROOT" > "$venv/shims/docker-compose"
+  else
+    log "no docker-compose: the SDK's local mode cannot run jobs (docker/dockerd.sh start installs it)"
   fi
+  [ -f "$venv/shims/docker-compose" ] && chmod +x "$venv/shims/docker-compose"
   echo "$venv/shims:$venv/bin"
 }
 
@@ -278,6 +288,9 @@ image_lock() {
   log "wrote docker/constraints-py310.txt from $tag"
 }
 
+# The header above, up to the line that sets the shell's options.
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
 cmd="${1:-help}"
 shift || true
 case "$cmd" in
@@ -292,6 +305,18 @@ case "$cmd" in
     [ $# -eq 0 ] && prebuild_environments
     run_in_env python -m pytest "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
+  test-docker)
+    # The Docker tier: a Docker Engine daemon for its run, the image built by Docker, and the
+    # tests of tests/container/docker_tier.txt and test_docker_engine.py against it.
+    install_system_packages
+    "$ROOT/docker/dockerd.sh" start
+    trap '"$ROOT/docker/dockerd.sh" stop' EXIT
+    setup
+    # In a subshell (run_in_env ends in exec): the daemon is stopped after, and podman is the
+    # engine again for the other tiers.
+    # shellcheck disable=SC2046
+    ( run_in_env python -m pytest -m "not gpu_image" tests/container/test_docker_engine.py \
+      $(grep -v '^#' "$ROOT/tests/container/docker_tier.txt") "$@" ) ;;
   bench) setup; bench "$@" ;;
   base) base_image ;;
   image) image "$@" ;;
@@ -302,6 +327,6 @@ case "$cmd" in
               done ;;
   preflight) base_image; "$ROOT/docker/engine.sh" preflight docker.io/library/ubuntu:22.04 ;;
   push) "$ROOT/docker/engine.sh" setup; "$ROOT/docker/push.sh" "$(engine)" "$@" ;;
-  help|-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command: $cmd"; sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  help|-h|--help) usage ;;
+  *) log "unknown command: $cmd"; usage >&2; exit 2 ;;
 esac

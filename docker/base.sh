@@ -21,6 +21,12 @@ if "$ENGINE" image exists "$IMAGE" 2>/dev/null || "$ENGINE" image inspect "$IMAG
   exit 0
 fi
 
+# Installed with podman by docker/engine.sh; with Docker Engine, here.
+if ! command -v debootstrap >/dev/null 2>&1; then
+  echo "[base] installing debootstrap"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "[base] fetching the Ubuntu archive keyring"

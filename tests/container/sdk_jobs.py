@@ -55,7 +55,7 @@ def sdk_job(sdk_path, tmp_path, job, timeout, driver: str = "run_job.py"):
     try:
         stdout, stderr = sdk.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(sdk.pid, signal.SIGKILL)  # the SDK, podman-compose and its podman clients
+        os.killpg(sdk.pid, signal.SIGKILL)  # the SDK, the compose command and its engine clients
         stdout, stderr = sdk.communicate()
         (tmp_path / "sdk-job.log").write_text(stdout + stderr)
         pytest.fail(f"the job did not end within {timeout} s; its whole log: {tmp_path / 'sdk-job.log'}; it ends:\n"
@@ -84,9 +84,9 @@ def bring_down(sdk_path, record) -> None:
     """Remove the containers and networks of every compose file the job used."""
     if not record.exists():
         return
-    podman_compose = os.path.join(sdk_path.split(os.pathsep)[-1], "podman-compose")
+    compose = os.path.join(sdk_path.split(os.pathsep)[0], "docker-compose")  # sdk/compose.py, for either engine
     for compose_file in set(record.read_text().split()):
-        subprocess.run([podman_compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
+        subprocess.run([compose, "-f", compose_file, "down", "-t", "0"], capture_output=True, timeout=120)
         left = containers_of(compose_file)
         assert not left, f"containers of {compose_file} are still there: {left}"
 

@@ -1,19 +1,23 @@
-"""`docker-compose` for the SageMaker SDK's local mode, carried out by podman-compose.
+"""`docker-compose` for the SageMaker SDK's local mode: podman-compose under podman, the
+real docker-compose under Docker Engine, with the same records for the tests.
 
 The SDK runs `up --abort-on-container-exit` and reads the exit code as the job's outcome.
 That is kept as docker-compose does it: when the first container (host) exits, the others
 are stopped (SIGTERM, then SIGKILL 10 s later), and the exit code is the first exited
 container's. podman-compose stops the others the same way but always exits 0 unless told
-which service's code to take, so the exit code is worked out here from the containers'
-own exit codes and end times. Every container's exit code is also appended, as a JSON
-line, to $TRAINER_COMPOSE_RECORD.exits (when set): a test asserts that no host was stopped
-into a failure.
+which service's code to take, so under podman the exit code is worked out here from the
+containers' own exit codes and end times. Every container's exit code is also appended, as
+a JSON line, to $TRAINER_COMPOSE_RECORD.exits (when set): a test asserts that no host was
+stopped into a failure.
 
 The SDK leaves the ended containers behind (as docker-compose up does); they are removed
 once the job's outputs are on the host's disk. The compose file's path is appended to
 $TRAINER_COMPOSE_RECORD (when set), so a test that gives up on a job can still bring it
-down. Run by the SDK venv's Python; the tests import `containers_of`.
+down. Run by the SDK venv's Python (`./build.sh sdk-setup` writes the command that runs it,
+and sets $TRAINER_COMPOSE_ENGINE and, under Docker Engine, $TRAINER_DOCKER_COMPOSE); the
+tests import `containers_of`.
 """
+import functools
 import json
 import os
 import re
@@ -21,12 +25,35 @@ import subprocess
 import sys
 
 
+@functools.cache
+def engine() -> str:
+    """docker where its daemon answers, else podman (docker/engine.sh's rule)."""
+    if os.environ.get("TRAINER_COMPOSE_ENGINE"):
+        return os.environ["TRAINER_COMPOSE_ENGINE"]
+    answers = subprocess.run(["docker", "info"], capture_output=True).returncode == 0 if _has("docker") else False
+    return "docker" if answers else "podman"
+
+
+def _has(command: str) -> bool:
+    return any(os.access(os.path.join(folder, command), os.X_OK) for folder in os.environ.get("PATH", "").split(os.pathsep))
+
+
+def finished_ns(finished_at: str) -> int:
+    """Docker's FinishedAt ("2026-11-27T05:40:12.123456789Z") in ns since 1970: datetime
+    reads no more than microseconds."""
+    from datetime import datetime, timezone
+
+    stamp, _, fraction = finished_at.rstrip("Z").partition(".")
+    seconds = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc).timestamp()
+    return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
+
+
 def containers_of(compose_file: str) -> list[str]:
     """The containers of a compose file that are there: those it names (the SageMaker SDK's
-    estimators name them), and those podman-compose labelled with its folder (ModelTrainer's
-    are not named)."""
+    estimators name them), and those the compose command labelled with its folder
+    (ModelTrainer's are not named)."""
     def names(*filters: str) -> set[str]:
-        listed = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", *filters], capture_output=True,
+        listed = subprocess.run([engine(), "ps", "-a", "--format", "{{.Names}}", *filters], capture_output=True,
                                 text=True)
         return set(listed.stdout.split())
 
@@ -39,32 +66,36 @@ def containers_of(compose_file: str) -> list[str]:
 def exits(names: list[str]) -> list[dict]:
     """Each container's name, exit code and end time (ns since 1970), in the order they ended."""
     found = []
+    # podman's FinishedAt is a time; Docker's, a string.
+    finished = "{{.State.FinishedAt.UnixNano}}" if engine() == "podman" else "{{.State.FinishedAt}}"
     for name in names:
-        done = subprocess.run(["podman", "inspect", "--format", "{{.State.ExitCode}} {{.State.FinishedAt.UnixNano}}",
-                               name], capture_output=True, text=True)
+        done = subprocess.run([engine(), "inspect", "--format", "{{.State.ExitCode}} " + finished, name],
+                              capture_output=True, text=True)
         if done.returncode == 0:
-            code, _, finished = done.stdout.strip().partition(" ")
-            found.append({"container": name, "exit_code": int(code), "finished_ns": int(finished)})
+            code, _, at = done.stdout.strip().partition(" ")
+            found.append({"container": name, "exit_code": int(code),
+                          "finished_ns": int(at) if engine() == "podman" else finished_ns(at)})
     return sorted(found, key=lambda e: e["finished_ns"])
 
 
 def main(args: list[str]) -> int:
-    podman_compose = os.path.join(os.path.dirname(sys.executable), "podman-compose")
+    compose = (os.path.join(os.path.dirname(sys.executable), "podman-compose") if engine() == "podman"
+               else os.environ["TRAINER_DOCKER_COMPOSE"])
     record = os.environ.get("TRAINER_COMPOSE_RECORD")
     compose_file = args[args.index("-f") + 1] if "-f" in args else None
     if record and compose_file:  # the test that runs the job brings it down, whatever happens to this process
         with open(record, "a") as f:
             f.write(compose_file + "\n")
-    status = subprocess.call([podman_compose, *args])
+    status = subprocess.call([compose, *args])
     if "up" in args and compose_file:
         ended = exits(containers_of(compose_file))
         if record:
             with open(record + ".exits", "a") as f:
                 for entry in ended:
                     f.write(json.dumps(entry) + "\n")
-        if status == 0 and ended:
+        if engine() == "podman" and status == 0 and ended:
             status = ended[0]["exit_code"]  # docker-compose's: the first container to exit
-        subprocess.call([podman_compose, *args[:args.index("up")], "down"], stdout=subprocess.DEVNULL,
+        subprocess.call([compose, *args[:args.index("up")], "down"], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
     return status
 
