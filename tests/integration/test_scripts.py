@@ -5,6 +5,7 @@ script was given (arguments, SM_* variables, TF_CONFIG, its rank's channel and s
 CPU settings) from what it recorded, and what it left (a SavedModel, the failure file)."""
 import json
 import os
+import re
 
 import pytest
 
@@ -125,20 +126,22 @@ def test_a_rank_that_ended_early_is_named_as_the_cause(aws_split, tmp_path, out_
         run.failure
 
 
-@pytest.mark.parametrize("out_of_step, first_line, failed_first, then", [
+@pytest.mark.parametrize("out_of_step, first_line, then", [
     # Worker 1 ends its script while worker 0's save all-reduces the metrics' variables.
     ({"save_on_chief_only": 1},
-     f"rank 1 on algo-2 ended its script (exit code 0) while rank 0 on algo-1 still waited in an allreduce: {OUT_OF_STEP}",
-     "algo-1", "then script mwms_train.py (rank 0 on algo-1) exited with code 1: "
-     "tensorflow.python.framework.errors_impl.UnavailableError"),
-    # Worker 0 stops training after two epochs and saves, while worker 1 goes on training.
+     re.escape("rank 1 on algo-2 ended its script (exit code 0) while rank 0 on algo-1 still waited in an allreduce: "
+               f"{OUT_OF_STEP}"),
+     r"then script mwms_train\.py \(rank 0 on algo-1\) exited with code 1: "
+     r"tensorflow\.python\.framework\.errors_impl\.UnavailableError"),
+    # Worker 0 stops training after two epochs and saves, while worker 1 goes on training: either
+    # worker's collective may be the first that TensorFlow aborts.
     ({"early_stopping_on_worker0": 1, "epochs": 4},
-     "rank 1 on algo-2 and another rank met in different collectives (an allreduce of shape [200] against one of "
-     f"shape []): {OUT_OF_STEP}",
-     "algo-2", "then script mwms_train.py (rank 1 on algo-2) exited with code 1: "
-     "tensorflow.python.framework.errors_impl.InvalidArgumentError"),
+     r"rank ([01]) on algo-[12] and another rank met in different collectives \(an allreduce of shape \S+ against one "
+     rf"of shape \S+\): {re.escape(OUT_OF_STEP)}",
+     r"then script mwms_train\.py \(rank [01] on algo-[12]\) exited with code 1: "
+     r"tensorflow\.python\.framework\.errors_impl\.InvalidArgumentError"),
 ], ids=["a save on the chief only", "EarlyStopping on worker 0 only"])
-def test_workers_out_of_step_are_named_as_the_cause(aws_split, tmp_path, out_of_step, first_line, failed_first, then):
+def test_workers_out_of_step_are_named_as_the_cause(aws_split, tmp_path, out_of_step, first_line, then):
     """Multi-worker mirrored on two hosts, the workers out of step: the job fails, and the
     first line of the failure file of the host that failed first names why, the script's
     own error below it; another host that failed for it carries that line in its first."""
@@ -147,10 +150,10 @@ def test_workers_out_of_step_are_named_as_the_cause(aws_split, tmp_path, out_of_
     assert run.exit_code != 0, run.log[-4000:]
     failures = {host: (tmp_path / host / "output" / "failure").read_text() for host in ("algo-1", "algo-2")
                 if (tmp_path / host / "output" / "failure").exists()}  # a worker that ended well has none
-    lines = failures[failed_first].splitlines()
-    assert lines[0] == first_line, failures
-    assert any(line.startswith(then) for line in lines), failures
-    assert all(first_line in failure.splitlines()[0] for failure in failures.values()), failures
+    assert failures, run.log[-4000:]
+    assert all(re.search(first_line, failure.splitlines()[0]) for failure in failures.values()), failures
+    own = [failure.splitlines() for failure in failures.values() if re.fullmatch(first_line, failure.splitlines()[0])]
+    assert any(any(re.match(then, line) for line in lines) for lines in own), failures
 
 
 @pytest.mark.parametrize("program, sdk, names", [

@@ -136,8 +136,8 @@ def report_script_failure(job, who: str, how: str, output: str, ended_first: str
     ended = f"script {job.entry_point.program} ({who}) {how}" + (f": {last}" if last else "")
     tail = "\n".join(output.splitlines()[-OUTPUT_LINES_IN_FAILURE:])
     reason, detail = ended, f"its last lines of output:\n{tail}"
-    op = COLLECTIVE_OP.search(output)
-    collective = COLLECTIVE_OPS[op.group(1)] if op else "a collective"
+    ops = COLLECTIVE_OP.findall(output)  # the last one named is the one that failed
+    collective = COLLECTIVE_OPS[ops[-1]] if ops else "a collective"
     mismatch = SHAPE_MISMATCH.search(output)
     if ended_first:
         reason = f"{ended_first} ended its script (exit code 0) while {who} still waited in {collective}: {OUT_OF_STEP}"
@@ -274,7 +274,8 @@ class PeerWatch:
             time.sleep(0.2)  # a host that failed instead (ended_by) is named by its own reason
         if not self.ended_well:
             return ""
-        return next(p.name for p in plan.on_host(self.ended_well[0]) if p.role != "ps")
+        host = self.ended_well[0]
+        return next((p.name for p in plan.on_host(host) if p.role != "ps"), f"the script on {host}")
 
     def stop(self) -> None:
         self._done.set()
