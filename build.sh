@@ -207,6 +207,13 @@ image() {
 # pins, and a `docker-compose` that records each job for the tests (tests/container/sdk/compose.py:
 # podman-compose where no docker daemon runs, with a `docker` that is podman; else the real
 # docker-compose). Prints the folder to put first on PATH.
+# write_shim PATH LINE: an executable sh script of one line, put in place in one rename.
+write_shim() {
+  printf '#!/bin/sh\n%s\n' "$2" > "$1.new.$$"
+  chmod +x "$1.new.$$"
+  mv -f "$1.new.$$" "$1"
+}
+
 sdk_setup() {
   "$ROOT/docker/engine.sh" setup
   local hash venv
@@ -224,19 +231,19 @@ sdk_setup() {
     touch "$venv/.complete"
   fi
   mkdir -p "$venv/shims"
-  rm -f "$venv/shims/docker" "$venv/shims/docker-compose"
+  # Replaced whole (another test process may be running a job through them), never half-written.
   if [ "$(engine)" = podman ]; then
-    printf '#!/bin/sh\nexec podman "$@"\n' > "$venv/shims/docker"
-    chmod +x "$venv/shims/docker"
-    printf '#!/bin/sh\nTRAINER_COMPOSE_ENGINE=podman exec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' \
-      "$venv" "$ROOT" > "$venv/shims/docker-compose"
-  elif command -v docker-compose >/dev/null 2>&1; then  # the real one, with the tests' records
-    printf '#!/bin/sh\nTRAINER_COMPOSE_ENGINE=docker TRAINER_DOCKER_COMPOSE="%s" exec "%s/bin/python" "%s/tests/container/sdk/compose.py" "$@"\n' \
-      "$(command -v docker-compose)" "$venv" "$ROOT" > "$venv/shims/docker-compose"
+    write_shim "$venv/shims/docker" 'exec podman "$@"'
+    write_shim "$venv/shims/docker-compose" \
+      "TRAINER_COMPOSE_ENGINE=podman exec \"$venv/bin/python\" \"$ROOT/tests/container/sdk/compose.py\" \"\$@\""
   else
-    log "no docker-compose: the SDK's local mode cannot run jobs (docker/dockerd.sh start installs it)"
+    rm -f "$venv/shims/docker"  # the real docker
+    if command -v docker-compose >/dev/null 2>&1; then  # the real one, with the tests' records
+      write_shim "$venv/shims/docker-compose" "TRAINER_COMPOSE_ENGINE=docker TRAINER_DOCKER_COMPOSE=\"$(command -v docker-compose)\" exec \"$venv/bin/python\" \"$ROOT/tests/container/sdk/compose.py\" \"\$@\""
+    else
+      log "no docker-compose: the SDK's local mode cannot run jobs (docker/dockerd.sh start installs it)"
+    fi
   fi
-  [ -f "$venv/shims/docker-compose" ] && chmod +x "$venv/shims/docker-compose"
   echo "$venv/shims:$venv/bin"
 }
 
