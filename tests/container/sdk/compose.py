@@ -27,15 +27,12 @@ import sys
 
 @functools.cache
 def engine() -> str:
-    """docker where its daemon answers, else podman (docker/engine.sh's rule)."""
+    """The engine sdk-setup named, else docker/engine.sh's choice (one rule for both)."""
     if os.environ.get("TRAINER_COMPOSE_ENGINE"):
         return os.environ["TRAINER_COMPOSE_ENGINE"]
-    answers = subprocess.run(["docker", "info"], capture_output=True).returncode == 0 if _has("docker") else False
-    return "docker" if answers else "podman"
-
-
-def _has(command: str) -> bool:
-    return any(os.access(os.path.join(folder, command), os.X_OK) for folder in os.environ.get("PATH", "").split(os.pathsep))
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # tests/container/sdk
+    return subprocess.run([os.path.join(root, "docker", "engine.sh"), "name"], capture_output=True,
+                          text=True).stdout.strip() or "podman"
 
 
 def finished_ns(finished_at: str) -> int:
