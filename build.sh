@@ -10,9 +10,12 @@
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
 #                             and scripts make their own environments from bench-envs/)
-#   ./build.sh base           make ubuntu:22.04 in the engine's store when no registry answers
-#   ./build.sh image [cpu|gpu]  build the training image (docker, or podman where no daemon runs)
-#   ./build.sh image-lock     freeze the built CPU image's Python packages into its lock file
+#   ./build.sh base [22.04|24.04]  make that Ubuntu in the engine's store when no registry answers
+#   ./build.sh image [cpu|gpu] [2.14|2.21]  build the training image of a TensorFlow line (default
+#                             2.14; tags cpu and 2.14-cpu, or 2.21-cpu) with docker, or podman
+#                             where no daemon runs
+#   ./build.sh image-lock [2.14|2.21]  freeze the built CPU image's Python packages into its lock file
+#   ./build.sh line 2.21 CMD...  run CMD in the TensorFlow 2.21 line's environment (made once)
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
 #   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
@@ -165,42 +168,89 @@ prebuild_environments() {
 
 engine() { "$ROOT/docker/engine.sh" name; }
 
+# base_image [22.04|24.04]: the Ubuntu a line's Dockerfile starts FROM.
 base_image() {
+  local release="${1:-22.04}" eng
   "$ROOT/docker/engine.sh" setup
-  local eng
   eng="$(engine)"
-  if "$eng" image inspect docker.io/library/ubuntu:22.04 >/dev/null 2>&1; then
+  if "$eng" image inspect "docker.io/library/ubuntu:$release" >/dev/null 2>&1; then
     return 0
   fi
-  timeout 60 "$eng" pull -q docker.io/library/ubuntu:22.04 >/dev/null 2>&1 && return 0
-  log "no registry answers: making ubuntu:22.04 with debootstrap"
-  "$ROOT/docker/base.sh" "$eng"
+  timeout 60 "$eng" pull -q "docker.io/library/ubuntu:$release" >/dev/null 2>&1 && return 0
+  log "no registry answers: making ubuntu:$release with debootstrap"
+  "$ROOT/docker/base.sh" "$eng" "$release"
 }
 
+# image [cpu|gpu] [2.14|2.21]. The 2.14 line's images are also tagged `cpu` and `gpu`, the
+# names every example and test uses (docs/image.md, "Versions").
 image() {
-  local flavour="${1:-cpu}" file tag started eng format=()
-  case "$flavour" in
-    cpu) file="$ROOT/docker/Dockerfile" ;;
-    gpu) file="$ROOT/docker/Dockerfile.gpu" ;;
-    *) log "image: cpu or gpu, not $flavour"; exit 2 ;;
+  local flavour="${1:-cpu}" line="${2:-2.14}" file tag started eng format=() release=22.04 aliases=()
+  case "$flavour/$line" in
+    cpu/2.14) file="$ROOT/docker/Dockerfile"; aliases=(cpu) ;;
+    gpu/2.14) file="$ROOT/docker/Dockerfile.gpu"; aliases=(gpu) ;;
+    cpu/2.21) file="$ROOT/docker/Dockerfile.2.21"; release=24.04 ;;
+    *) log "image: cpu or gpu of line 2.14, or cpu of line 2.21; not $flavour $line"; exit 2 ;;
   esac
   # One build at a time: the whole suite's early build (below) and the tests' own call.
   mkdir -p "$CACHE_DIR"
-  exec 9>"$CACHE_DIR/image-$flavour.lock"
+  exec 9>"$CACHE_DIR/image-$line-$flavour.lock"
   flock 9
-  base_image
+  base_image "$release"
   eng="$(engine)"
   # podman builds OCI images by default, which drop the Dockerfile's SHELL; Docker Engine
   # builds Docker's format always and has no such flag.
   [ "$eng" = podman ] && format=(--format docker)
-  tag="localhost/$IMAGE_NAME:$flavour"
+  tag="localhost/$IMAGE_NAME:$line-$flavour"
   started=$(date +%s)
   if [ "$flavour" = gpu ]; then  # the build stage keeps a name, so the prune below leaves it cached
     "$eng" build "${format[@]}" -f "$file" --target build -t "$tag-build" "$ROOT"
   fi
   "$eng" build "${format[@]}" -f "$file" -t "$tag" "$ROOT"
+  for alias in "${aliases[@]}"; do "$eng" tag "$tag" "localhost/$IMAGE_NAME:$alias"; done
   "$eng" image prune -f >/dev/null  # the layers a rebuild left without a name
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
+}
+
+# The TensorFlow 2.21 line's environment for the tests that run the package on it (this
+# machine's Python; the image's is 3.12): requirements-2.21.txt under constraints-2.21.txt,
+# keyed by both. tensorflow-cpu first and named `tensorflow` (container/tensorflow-name.py), as
+# in the image. Prints its python.
+line_env() {
+  local line="$1" hash venv
+  [ "$line" = 2.21 ] || { log "line: 2.21 (the 2.14 line's environment is ./build.sh setup's)"; exit 2; }
+  hash="$({ cat "$ROOT/requirements-$line.txt" "$ROOT/constraints-$line.txt" "$ROOT/requirements-dev.txt" \
+              "$ROOT/container/tensorflow-name.py"; "$PYTHON" -c 'import sys; print(sys.version)'; } \
+          | sha256sum | cut -c1-16)"
+  venv="$CACHE_DIR/line-$line-$hash"
+  mkdir -p "$CACHE_DIR"
+  exec 6>"$CACHE_DIR/line-$line.lock"
+  flock 6  # made once, also when the suite's background work is making it
+  if [ ! -f "$venv/.complete" ]; then
+    log "creating $venv (TensorFlow $line line)"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-$line.txt")
+    "${pip[@]}" pip setuptools wheel >&2
+    "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/requirements-$line.txt")" >&2
+    "$venv/bin/python" "$ROOT/container/tensorflow-name.py" >&2
+    "${pip[@]}" -r "$ROOT/requirements-$line.txt" -r "$ROOT/requirements-dev.txt" >&2
+    touch "$venv/.complete"
+  fi
+  if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" >&2
+    echo "$ROOT" > "$venv/.project-root"
+  fi
+  echo "$venv/bin/python"
+}
+
+# line 2.21 CMD...: CMD with that environment's python first on PATH, from the caller's folder.
+run_in_line() {
+  local line="$1" python
+  shift
+  python="$(line_env "$line")"
+  export VIRTUAL_ENV="$(dirname "$(dirname "$python")")" PATH="$(dirname "$python"):$PATH"
+  export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  exec "$@"
 }
 
 # The SageMaker Python SDK's own environment, for the container tests: a venv keyed by its
@@ -283,16 +333,22 @@ bench() {
 
 # The image's lock (its Python differs from this machine's): what a build resolved, frozen.
 image_lock() {
-  local eng tag="localhost/$IMAGE_NAME:cpu"
+  local line="${1:-2.14}" eng lock
+  local tag="localhost/$IMAGE_NAME:$line-cpu"
+  case "$line" in
+    2.14) lock="$ROOT/docker/constraints-py310.txt" ;;
+    2.21) lock="$ROOT/docker/constraints-py312.txt" ;;
+    *) log "image-lock: 2.14 or 2.21, not $line"; exit 2 ;;
+  esac
   eng="$(engine)"
-  { sed -n '1,2p' "$ROOT/docker/constraints-py310.txt"
+  { sed -n '1,2p' "$lock"
     # Not the CPU image's metadata-only `tensorflow` (container/tensorflow-name.py): the GPU
     # image installs TensorFlow itself, at its own version, under this lock.
     "$eng" run --rm --entrypoint python3 "$tag" -m pip freeze --all --exclude-editable \
       | grep -v ' @ file://' | grep -v '^tensorflow=='
-  } > "$ROOT/docker/constraints-py310.txt.new"
-  mv "$ROOT/docker/constraints-py310.txt.new" "$ROOT/docker/constraints-py310.txt"
-  log "wrote docker/constraints-py310.txt from $tag"
+  } > "$lock.new"
+  mv "$lock.new" "$lock"
+  log "wrote ${lock#"$ROOT/"} from $tag"
 }
 
 # The header above, up to the line that sets the shell's options.
@@ -325,9 +381,10 @@ case "$cmd" in
     ( run_in_env python -m pytest -m "not gpu_image" tests/container/test_docker_engine.py \
       $(grep -v '^#' "$ROOT/tests/container/docker_tier.txt") "$@" ) ;;
   bench) setup; bench "$@" ;;
-  base) base_image ;;
+  base) base_image "$@" ;;
   image) image "$@" ;;
-  image-lock) image_lock ;;
+  image-lock) image_lock "$@" ;;
+  line) [ $# -ge 2 ] || { log "line 2.21 CMD..."; exit 2; }; run_in_line "$@" ;;
   sdk-setup) sdk_setup ;;
   bench-envs) setup; for name in "$ROOT"/bench-envs/*.txt; do
                 case "$name" in *.horovod.txt) ;; *) bench_env "$(basename "$name" .txt)" >/dev/null ;; esac

@@ -1,9 +1,9 @@
-"""Tell pip that the installed intel-tensorflow is TensorFlow.
+"""Tell pip that the installed intel-tensorflow (2.14 line) or tensorflow-cpu (2.21 line) is TensorFlow.
 
-intel-tensorflow installs the `tensorflow` module under another distribution name, so a
-package that requires `tensorflow` (tensorflow-text, a user's requirements.txt line
-`tensorflow==2.14.*`) would make pip download stock TensorFlow over it. A metadata-only
-`tensorflow` distribution of the same version, requiring intel-tensorflow, satisfies those
+Both install the `tensorflow` module under another distribution name, so a package that
+requires `tensorflow` (tensorflow-text, tf-keras, a user's requirements.txt line
+`tensorflow==2.14.*`) would make pip download the full TensorFlow over it. A metadata-only
+`tensorflow` distribution of the same version, requiring the installed one, satisfies those
 requirements with what is installed; a line asking for another version still conflicts.
 Does nothing where a `tensorflow` distribution is installed (the GPU image).
 """
@@ -13,28 +13,40 @@ import sysconfig
 from importlib import metadata
 
 
+PROVIDERS = ("intel-tensorflow", "tensorflow-cpu")
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def main() -> int:
     try:
         metadata.version("tensorflow")
         return 0
     except metadata.PackageNotFoundError:
         pass
-    version = metadata.version("intel-tensorflow")
+    provider = next(name for name in PROVIDERS if _installed(name))
+    version = metadata.version(provider)
     info = os.path.join(sysconfig.get_paths()["purelib"], f"tensorflow-{version}.dist-info")
     os.makedirs(info)
     files = {
         "METADATA": (f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {version}\n"
-                     f"Summary: The tensorflow module of intel-tensorflow {version}\n"
-                     f"Requires-Dist: intel-tensorflow=={version}\n"),
+                     f"Summary: The tensorflow module of {provider} {version}\n"
+                     f"Requires-Dist: {provider}=={version}\n"),
         "INSTALLER": "trainer-image\n",
     }
     for name, text in files.items():
         with open(os.path.join(info, name), "w") as out:
             out.write(text)
-    # pip uninstall removes only this metadata, never intel-tensorflow's files.
+    # pip uninstall removes only this metadata, never the provider's files.
     with open(os.path.join(info, "RECORD"), "w") as out:
         out.writelines(f"tensorflow-{version}.dist-info/{name},,\n" for name in [*files, "RECORD"])
-    print(f"tensorflow {version}: provided by intel-tensorflow {version}")
+    print(f"tensorflow {version}: provided by {provider} {version}")
     return 0
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Make the base image ubuntu:22.04 locally, for machines that cannot pull from a registry:
-# debootstrap Ubuntu jammy from the Ubuntu archive and import it into the engine's store,
-# so `FROM ubuntu:22.04` builds unchanged.
+# Make a base image (ubuntu:22.04 or ubuntu:24.04) locally, for machines that cannot pull from
+# a registry: debootstrap that Ubuntu release from the Ubuntu archive and import it into the
+# engine's store, so `FROM ubuntu:22.04` (the 2.14 line) or `FROM ubuntu:24.04` (the 2.21
+# line) builds unchanged.
 #
-#   docker/base.sh ENGINE
+#   docker/base.sh ENGINE [22.04|24.04]
 #
 # Where HTTPS goes through a TLS-intercepting proxy, the host's extra CA certificates
 # (from /usr/local/share/ca-certificates) are added to this base image, and pip is pointed
@@ -12,9 +13,17 @@
 set -euo pipefail
 
 ENGINE="${1:?engine}"
-IMAGE="docker.io/library/ubuntu:22.04"
+RELEASE="${2:-22.04}"
+IMAGE="docker.io/library/ubuntu:$RELEASE"
 MIRROR="${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}"
-SUITE=jammy
+case "$RELEASE" in
+  22.04) SUITE=jammy ;;
+  24.04) SUITE=noble ;;
+  *) echo "[base] ubuntu $RELEASE: 22.04 or 24.04" >&2; exit 2 ;;
+esac
+# Debian 12's debootstrap predates noble; Ubuntu's releases since gutsy share one script.
+SCRIPT=/usr/share/debootstrap/scripts/$SUITE
+[ -e "$SCRIPT" ] || SCRIPT=/usr/share/debootstrap/scripts/gutsy
 
 if "$ENGINE" image exists "$IMAGE" 2>/dev/null || "$ENGINE" image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "[base] $IMAGE is already here"
@@ -39,7 +48,7 @@ dpkg-deb -x "$work/keyring.deb" "$work/keyring"
 echo "[base] debootstrap $SUITE (minbase)"
 debootstrap --variant=minbase --include=ca-certificates \
   --keyring="$work/keyring/usr/share/keyrings/ubuntu-archive-keyring.gpg" \
-  "$SUITE" "$work/root" "$MIRROR" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
+  "$SUITE" "$work/root" "$MIRROR" "$SCRIPT" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
 
 cat > "$work/root/etc/apt/sources.list" <<SOURCES
 deb $MIRROR $SUITE main restricted universe multiverse

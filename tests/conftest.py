@@ -10,6 +10,19 @@ import sys
 import pytest
 
 from cores import pytest_configure, pytest_runtest_protocol, pytest_unconfigure  # noqa: F401 (hooks)
+from trainer.tf_line import LEGACY_KERAS_ENV, installed
+
+# The tests build the container's own model in their own processes too: with the Keras it
+# runs on this line (tf-keras on 2.21). Jobs they start inherit it; a test of a Keras 3
+# script hands its job an environment without it (without_own_keras).
+installed().use_own_keras()
+
+
+def without_own_keras(environ=None) -> dict:
+    """An environment for a job whose script must get the Keras a user's would."""
+    environ = dict(os.environ if environ is None else environ)
+    environ.pop(LEGACY_KERAS_ENV, None)
+    return environ
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(PROJECT_ROOT), "shared", "data")

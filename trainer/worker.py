@@ -27,6 +27,7 @@ def run_process(job, plan, process) -> dict:
 
         settings = tune.tuned(job, settings, job.hyperparameters.tune_seconds)
     cpu.apply_environment(settings)
+    job.tf_line.use_own_keras()
     from trainer.modes import runtime_for
     from trainer.training.run import train  # imports TensorFlow: after the CPU settings
 
@@ -45,6 +46,8 @@ def serve_task(job, plan, role: str) -> None:
     # The host's PS, worker and (on the first host) coordinator share its CPUs.
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, 1)
     cpu.apply_environment(settings)
+    if not job.runs_script:
+        job.tf_line.use_own_keras()
     from trainer.modes.parameter_server import serve
 
     cpu.apply_tensorflow_threads(settings)

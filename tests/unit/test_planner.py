@@ -5,17 +5,20 @@ import pytest
 
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.contract.job import Channel, Job
+from trainer.contract.user_code import EntryPoint
 from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
 from trainer.launch.host import describe
 from trainer.plan.mpi import cpu_binding
 from trainer.plan.planner import make_plan
 from trainer.plan.types import SshTrust
+from trainer.tf_line import LINES
 
 T, E = "training", "evaluation"
 
 
-def job(hosts=1, gpus=0, cpus=8, cores=4, channels=None, mode="File", s3="FullyReplicated", hp=None, sdk=None):
+def job(hosts=1, gpus=0, cpus=8, cores=4, channels=None, mode="File", s3="FullyReplicated", hp=None, sdk=None,
+        line="2.14"):
     names = [f"algo-{i + 1}" for i in range(hosts)]
     channels = channels or {T: s3, E: "FullyReplicated"}
     return Job(
@@ -24,7 +27,7 @@ def job(hosts=1, gpus=0, cpus=8, cores=4, channels=None, mode="File", s3="FullyR
         channels={name: Channel(name, mode, dist, "", f"/opt/ml/input/data/{name}") for name, dist in channels.items()},
         hyperparameters=parse_hyperparameters(hp or {}), framework_params=sdk or {},
         model_dir="/opt/ml/model", output_dir="/opt/ml/output", output_data_dir="/opt/ml/output/data",
-        checkpoint_dir="/opt/ml/checkpoints")
+        checkpoint_dir="/opt/ml/checkpoints", tf_line=LINES[line])
 
 
 def table(plan):
@@ -189,6 +192,44 @@ def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:
         make_plan(the_job)
     assert message in str(error.value)
+
+
+def as_script(the_job):
+    return dataclasses.replace(the_job, entry_point=EntryPoint("train.py", "/opt/ml/code", "script", "a script"))
+
+
+# The TensorFlow 2.21 line has no Horovod: what auto picks there instead, what it refuses.
+LINE_CASES = {
+    "2.21, 1 host, 4 GPUs: mirrored over them": (job(gpus=4, line="2.21"), ("mirrored", 1, 1, 4)),
+    "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
+                                                        ("multi_worker_mirrored", 1, 2, 1)),
+    "2.21, 2 CPU hosts: parameter servers as on 2.14": (job(hosts=2, line="2.21"), ("parameter_server", 1, 2, 1)),
+    "2.21, 1 CPU host: single": (job(line="2.21"), ("single", 1, 1, 1)),
+    "2.21, a script with the SDK's MPI key: mpirun of the script (mpi4py)": (
+        as_script(job(sdk=MPI_2, line="2.21")), ("horovod", 2, 2, 1)),
+    "2.14, 1 host, 4 GPUs: horovod": (job(gpus=4), ("horovod", 4, 4, 1)),
+}
+
+
+@pytest.mark.parametrize("name", LINE_CASES)
+def test_modes_on_each_line(name):
+    the_job, (mode, per_host, world, replicas) = LINE_CASES[name]
+    plan = make_plan(the_job)
+    assert (plan.mode, plan.processes_per_host, plan.world_size, plan.replicas_per_process) == \
+        (mode, per_host, world, replicas)
+
+
+@pytest.mark.parametrize("the_job, asked_by", [
+    (job(hp={"distribution": "horovod"}, line="2.21"), "hyperparameter 'distribution': horovod"),
+    (job(sdk=MPI_2, line="2.21"), "sagemaker_mpi_enabled"),
+])
+def test_horovod_for_the_own_model_is_refused_on_the_line_without_it(the_job, asked_by):
+    with pytest.raises(JobError) as error:
+        make_plan(the_job)
+    message = str(error.value)
+    assert message.startswith(f"{asked_by}: horovod trains the container's own model with Horovod")
+    assert "TensorFlow 2.21 image does not have" in message and "2.14-cpu" in message
+    assert "multi_worker_mirrored" in message and "horovod," not in message
 
 
 @pytest.mark.parametrize("the_job, expected", [

@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(sub)
         sub.set_defaults(run=module.main)
     args = parser.parse_args(argv)
+    if args.command in ("tune", "bench"):  # they build the container's own model in this process
+        from trainer.tf_line import installed
+
+        installed().use_own_keras()
     return args.run(args)
 
 

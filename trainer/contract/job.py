@@ -11,13 +11,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.contract.hyperparameters import SPEC_BY_NAME, Hyperparameters, parse_hyperparameters
 from trainer.cpu.settings import physical_cores
 from trainer.errors import JobError
 from trainer.contract.user_code import EntryPoint, locate
+from trainer.tf_line import Line, installed
 
 DEFAULT_BASE_DIR = "/opt/ml"
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
@@ -96,6 +97,8 @@ class Job:
     # "homogeneousCluster"), and the group this host is in.
     instance_groups: tuple[InstanceGroup, ...] = ()
     current_group: str = ""
+    # The image's TensorFlow line (trainer.tf_line): what the planner may use (Horovod or not).
+    tf_line: Line = field(default_factory=installed)
 
     @property
     def host_index(self) -> int:

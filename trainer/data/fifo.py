@@ -153,6 +153,16 @@ class RecordIOPayloads(io.RawIOBase):
             self.pending += self.separator
             self.records += 1
 
+    def next_record(self) -> bytes | None:
+        """The next record's payload, whole (None at the stream's end)."""
+        before = self.records
+        while self.records == before and not self.ended:
+            self._next_part()
+        if self.records == before:
+            return None
+        record, self.pending = bytes(self.pending), bytearray()
+        return record
+
     def close(self) -> None:
         self.raw.close()
         super().close()
@@ -230,6 +240,20 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
                 if len(chunk) >= records_per_chunk:
                     yield chunk
                     chunk = []
+    if chunk:
+        yield chunk
+
+
+def recordio_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
+    """Yield lists of the payloads of a stream of RecordIO records, each payload one record."""
+    chunk = []
+    with RecordIOPayloads(open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec),
+                          path) as records:
+        while (record := records.next_record()) is not None:
+            chunk.append(record)
+            if len(chunk) >= records_per_chunk:
+                yield chunk
+                chunk = []
     if chunk:
         yield chunk
 

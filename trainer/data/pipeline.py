@@ -173,10 +173,11 @@ def pipe_reader(requested: str = "auto", channels=()) -> str:
     if requested != "auto":
         return requested
     try:
-        import sagemaker_tensorflow  # noqa: F401  (Python 3.9/3.10 only: the image has it)
+        import sagemaker_tensorflow  # (AWS's on Python 3.9/3.10 with TF 2.14: the 2.14 image has it)
     except ImportError:
         return "project"
-    return "pipemodedataset"
+    # On the 2.21 line it is the project's own reader behind AWS's name: read the FIFOs directly.
+    return "project" if getattr(sagemaker_tensorflow, "PROVIDED_BY", "") == "trainer" else "pipemodedataset"
 
 
 _PIPE_STATE_DIR = None

@@ -173,6 +173,7 @@ class Mode:
     compiles_with_xla = True  # jit_compile can compile its training step
     multi_step_calls = False  # steps_per_execution > 1 (a pass may end inside a call)
     has_leader = False  # on several hosts, the first host's end is the job's end
+    needs_horovod = False  # the container's own training in this mode imports Horovod
     pipe_mode_refusal: str | None = None  # why the container's own training cannot use Pipe mode here
 
     def requested(self, job) -> str | None:

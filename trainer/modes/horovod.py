@@ -78,13 +78,14 @@ class Horovod(Mode):
     compiles_with_xla = False  # Horovod's collectives have no XLA kernels
     multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
     has_leader = True  # the MPI master
+    needs_horovod = True  # a script launched by mpirun needs only MPI (mpi4py, or Horovod if it has it)
 
     def requested(self, job) -> str | None:
         return f"{sdk.MPI}: Horovod over MPI" if sdk.enabled(job, sdk.MPI) else None
 
     def suits(self, job) -> str | None:
         hosts, gpus = len(job.hosts), job.num_gpus
-        if job.runs_script:
+        if job.runs_script or not job.tf_line.horovod:
             return None
         if hosts == 1 and gpus > 1:
             return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"

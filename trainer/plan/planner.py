@@ -35,14 +35,25 @@ def choose_mode(job) -> tuple[Mode, str]:
             raise JobError(f"hyperparameter 'distribution': {chosen} builds the container's own model "
                            "in one process; a training script builds its own strategy: use "
                            f"{modes_that(lambda m: m.runs_scripts)}")
-        return mode, f"distribution={chosen} (hyperparameter)"
+        return _on_this_line(job, mode, f"hyperparameter 'distribution': {chosen}"), \
+            f"distribution={chosen} (hyperparameter)"
     for question in ("requested", "suits"):
         for mode in modes.all_modes():
             reason = getattr(mode, question)(job)
             if reason:
-                return mode, reason
+                return _on_this_line(job, mode, reason.split(":")[0]), reason
     raise JobError(f"no distribution mode suits {len(job.hosts)} host(s) with {job.num_gpus} GPU(s) each: "
                    "set the hyperparameter 'distribution'")
+
+
+def _on_this_line(job, mode: Mode, asked_by: str) -> Mode:
+    """The mode, if the image's TensorFlow line can run it for this job."""
+    if mode.needs_horovod and not job.runs_script and not job.tf_line.horovod:
+        raise JobError(f"{asked_by}: {mode.name} trains the container's own model with Horovod, which the "
+                       f"TensorFlow {job.tf_line.name} image does not have (Horovod does not build against "
+                       "TensorFlow 2.19 or later): use the 2.14 image (tag 2.14-cpu or 2.14-gpu), or "
+                       f"{modes_that(lambda m: not m.needs_horovod and m.name != 'single')} on this one")
+    return mode
 
 
 def steps_per_execution(hp, mode: Mode) -> int:
