@@ -4,10 +4,12 @@
 #   ./build.sh setup          install system packages and the pinned Python environment
 #   ./build.sh exec CMD...    run CMD inside that environment (in the current folder)
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
-#   ./build.sh test [ARGS]    set up, then run the whole test suite (pytest ARGS; with none, the
-#                             CPU image and the benchmarks' and SDK's environments are made in
-#                             the background meanwhile)
+#   ./build.sh test [ARGS]    set up, then run the whole test suite: the 2.14 line's, then the 2.21
+#                             line's tier (tests/line_2.21_tier.txt) in its environment; the CPU
+#                             images and the other environments are made in the background
+#                             meanwhile. With ARGS: pytest ARGS in the 2.14 line's environment.
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
+#   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tier alone, in its environment
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
 #                             and scripts make their own environments from bench-envs/)
 #   ./build.sh base [22.04|24.04]  make that Ubuntu in the engine's store when no registry answers
@@ -45,7 +47,7 @@ log() { printf '[build.sh] %s\n' "$*" >&2; }
 
 pins_hash() {
   { cat "$ROOT"/requirements.txt "$ROOT"/requirements-horovod.txt \
-        "$ROOT"/requirements-dev.txt "$ROOT"/constraints.txt "$ROOT"/docker/horovod-cmake
+        "$ROOT"/requirements-dev.txt "$ROOT"/requirements-bench.txt "$ROOT"/constraints.txt "$ROOT"/docker/horovod-cmake
     "$PYTHON" -c 'import sys; print(sys.version)'
     printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"
   } | sha256sum | cut -c1-16
@@ -82,7 +84,7 @@ install_venv() {
   "$PYTHON" -m venv "$venv"
   local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt")
   "${pip[@]}" pip setuptools wheel
-  "${pip[@]}" -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt"
+  "${pip[@]}" -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt" -r "$ROOT/requirements-bench.txt"
   "${pip[@]}" "$(horovod_wheel "$venv")"
   touch "$venv/.complete"
 }
@@ -157,13 +159,14 @@ IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
 # The benchmarks' environments need the project's (its Horovod wheel): they start after setup.
 prebuild_image() {
   mkdir -p "$CACHE_DIR"
-  log "building the CPU image in the background (log: $CACHE_DIR/image-build.log)"
-  nice -n 10 "$0" image cpu >"$CACHE_DIR/image-build.log" 2>&1 &
+  log "building the CPU images (2.14, then 2.21) in the background (log: $CACHE_DIR/image-build.log)"
+  { nice -n 10 "$0" image cpu && nice -n 10 "$0" image cpu 2.21; } >"$CACHE_DIR/image-build.log" 2>&1 &
 }
 
 prebuild_environments() {
-  log "making the benchmarks' and the SDK's environments in the background (log: $CACHE_DIR/environments.log)"
-  { nice -n 10 "$0" bench-envs && nice -n 10 "$0" sdk-setup; } >"$CACHE_DIR/environments.log" 2>&1 &
+  log "making the benchmarks', the SDK's and the 2.21 line's environments in the background (log: $CACHE_DIR/environments.log)"
+  { nice -n 10 "$0" bench-envs && nice -n 10 "$0" sdk-setup && nice -n 10 "$0" line 2.21 true; } \
+    >"$CACHE_DIR/environments.log" 2>&1 &
 }
 
 engine() { "$ROOT/docker/engine.sh" name; }
@@ -238,9 +241,20 @@ line_env() {
   fi
   if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" >&2
+    # `from sagemaker_tensorflow import PipeModeDataset`, as in the 2.21 image (container/).
+    ln -sfn "$ROOT/container/sagemaker_tensorflow" \
+      "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/sagemaker_tensorflow"
     echo "$ROOT" > "$venv/.project-root"
   fi
   echo "$venv/bin/python"
+}
+
+# The tests of a line's tier file (tests/line_2.21_tier.txt) in that line's environment.
+test_line() {
+  local line="${1:?line}"
+  shift
+  # shellcheck disable=SC2046
+  ( cd "$ROOT" && run_in_line "$line" python -m pytest $(grep -v '^#' "tests/line_${line}_tier.txt") "$@" )
 }
 
 # line 2.21 CMD...: CMD with that environment's python first on PATH, from the caller's folder.
@@ -365,8 +379,14 @@ case "$cmd" in
     install_system_packages
     if [ $# -eq 0 ]; then "$ROOT/docker/engine.sh" setup; prebuild_image; fi
     setup
-    [ $# -eq 0 ] && prebuild_environments
-    run_in_env python -m pytest "$@" ;;
+    if [ $# -gt 0 ]; then run_in_env python -m pytest "$@"; fi
+    # The whole suite: the 2.14 line's, then the 2.21 line's tier in its environment; red if either is.
+    prebuild_environments
+    status=0
+    ( run_in_env python -m pytest ) || status=$?
+    test_line 2.21 || status=$?
+    exit "$status" ;;
+  test-line) [ $# -ge 1 ] || { log "test-line 2.21 [ARGS]"; exit 2; }; test_line "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
   test-docker)
     # The Docker tier: a Docker Engine daemon for its run, the image built by Docker, and the

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Tag the built image and push it to ECR (or to any registry given with --registry).
 #
-#   docker/push.sh ENGINE [--dry-run] [--flavour cpu|gpu] [--account ID] [--region REGION]
+#   docker/push.sh ENGINE [--dry-run] [--flavour cpu|gpu|2.14-cpu|2.21-cpu] [--account ID] [--region REGION]
 #                         [--repository NAME] [--tag TAG] [--registry HOST[:PORT]] [--insecure]
 #
-# ECR: the account and region come from the AWS CLI (or --account/--region); the
+# --flavour names the local image (localhost/sagemaker-tf-trainer:FLAVOUR) and, without --tag,
+# the pushed tag. ECR: the account and region come from the AWS CLI (or --account/--region); the
 # repository is created if missing; the engine logs in with `aws ecr get-login-password`.
 # --registry skips all of that (a registry that needs no login, e.g. a local one);
 # --insecure allows plain HTTP to it. --dry-run prints the commands instead of running them.

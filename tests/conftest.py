@@ -113,15 +113,17 @@ def first_host_folder(job_dir, hosts: int) -> str:
 
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
               timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local",
-              sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = (), groups: str = "") -> JobRun:
+              sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = (), groups: str = "",
+              env: dict | None = None) -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
-    several hosts (`hosts`, or the sum of `groups`'), `job_dir` of the result is the first host's folder."""
+    several hosts (`hosts`, or the sum of `groups`'), `job_dir` of the result is the first host's folder.
+    `env`: the job's environment (default: this process's)."""
     command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded,
                             checkpoint_local_path, channel_config, groups)
     hosts = group_hosts(groups) or hosts
     # Its own process group: a hang guard that fires stops every host of the job, not only `trainer local`.
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, env=env)
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -171,6 +173,19 @@ def image():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     engine = subprocess.run(["docker/engine.sh", "name"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     return engine.stdout.strip()
+
+
+IMAGE_2_21 = "localhost/sagemaker-tf-trainer:2.21-cpu"
+
+
+@pytest.fixture(scope="session")
+def image_2_21(image):
+    """Build the TensorFlow 2.21 line's CPU image with `./build.sh image cpu 2.21` (after the
+    2.14 one, which the suite's early build makes first); the engine's name."""
+    done = subprocess.run(["./build.sh", "image", "cpu", "2.21"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return image
 
 
 @pytest.fixture(scope="session")

@@ -58,12 +58,17 @@ def _chunks(channel: str, record_format: str, state_dir: str, pipe_dir: str, wai
     return fifo.record_chunks(path, "tfrecord" if record_format == "TFRecord" else "libsvm", wait_sec)
 
 
-def PipeModeDataset(channel, record_format="RecordIO", state_dir="/opt/ml/pipe_state",  # noqa: N802 (AWS's name)
-                    pipe_dir="/opt/ml/input/data", config_dir="/opt/ml/input/config", benchmark=False,
-                    wait_sec=DEFAULT_WAIT_SEC):
-    """A tf.data.Dataset of the channel's records (scalar strings), one FIFO per iterator."""
+def PipeModeDataset(channel, record_format="RecordIO", state_dir=None, pipe_dir=None,  # noqa: N802 (AWS's name)
+                    config_dir=None, benchmark=False, wait_sec=DEFAULT_WAIT_SEC):
+    """A tf.data.Dataset of the channel's records (scalar strings), one FIFO per iterator.
+    The folders default to AWS's, under /opt/ml (or $SAGEMAKER_BASE_DIR where a job's folder
+    is elsewhere, as in `trainer local`)."""
     import tensorflow as tf
 
+    base = os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")
+    state_dir = state_dir or os.path.join(base, "pipe_state")
+    pipe_dir = pipe_dir or os.path.join(base, "input", "data")
+    config_dir = config_dir or os.path.join(base, "input", "config")
     if record_format not in RECORD_FORMATS:
         raise PipeModeDatasetException(f"record_format {record_format!r}: one of {', '.join(RECORD_FORMATS)}")
     os.makedirs(state_dir, exist_ok=True)

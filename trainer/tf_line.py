@@ -24,11 +24,21 @@ class Line:
     name: str  # the image tag's prefix: 2.14-cpu, 2.21-cpu
     keras: str  # what `import keras` and tf.keras give a script
     horovod: bool
+    keras_3: bool  # a script's `import keras` is Keras 3
     # intel-tensorflow runs oneDNN on Intel OpenMP (the OMP_*/KMP_* variables act); stock
     # TensorFlow runs it on its own thread pool (only the intra/inter-op thread counts act).
     openmp: bool
     # Environment the container's own training processes need before TensorFlow loads.
     own_model_environment: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        """The line in one line of the log and the plan."""
+        threads = ("oneDNN on Intel OpenMP (OMP_*/KMP_* act)" if self.openmp
+                   else "oneDNN on TensorFlow's thread pool (the intra/inter-op thread counts act)")
+        own = "tf-keras (Keras 2)" if self.own_model_environment else "Keras 2"
+        return (f"TensorFlow {self.name} line: TensorFlow {tensorflow_version()}, {threads}; scripts get "
+                f"{self.keras}; the built-in model and hooks run on {own}; Horovod "
+                f"{'installed' if self.horovod else 'not on this line'}")
 
     def use_own_keras(self) -> None:
         """In a process of the container's own training, before TensorFlow is imported."""
@@ -36,9 +46,9 @@ class Line:
 
 
 LINES = {
-    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", horovod=True, openmp=True),
+    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", horovod=True, keras_3=False, openmp=True),
     "2.21": Line("2.21", keras="Keras 3 (tf.keras is Keras 3 unless TF_USE_LEGACY_KERAS=1 picks tf-keras)",
-                 horovod=False, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
+                 horovod=False, keras_3=True, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
 }
 # The first TensorFlow release of each line: 2.16 made Keras 3 tf.keras.
 _FIRST_RELEASE = (((2, 16), "2.21"), ((0, 0), "2.14"))

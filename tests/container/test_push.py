@@ -21,8 +21,11 @@ def push(*args, timeout=900):
 @pytest.mark.parametrize("args, region, tag", [
     (("--dry-run", "--account", "123456789012", "--region", "us-east-1"), "us-east-1", "cpu"),  # docs/image.md's
     (("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0"), "eu-west-1", "1.0"),
+    (("--dry-run", "--flavour", "2.21-cpu", "--account", "123456789012", "--region", "us-east-1"), "us-east-1",
+     "2.21-cpu"),  # docs/image.md's, the 2.21 line
 ])
 def test_dry_run_prints_the_ecr_commands(args, region, tag):
+    source = args[args.index("--flavour") + 1] if "--flavour" in args else "cpu"
     done = push(*args)
     assert done.returncode == 0, done.stderr
     registry = f"123456789012.dkr.ecr.{region}.amazonaws.com"
@@ -30,7 +33,7 @@ def test_dry_run_prints_the_ecr_commands(args, region, tag):
     assert lines[0].startswith(f"aws ecr describe-repositories --repository-names sagemaker-tf-trainer --region {region} "
                                "|| aws ecr create-repository")
     assert lines[1].endswith(f"login --username AWS --password-stdin {registry}")
-    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:cpu {registry}/sagemaker-tf-trainer:{tag}")
+    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:{source} {registry}/sagemaker-tf-trainer:{tag}")
     assert lines[3].endswith(f"push {registry}/sagemaker-tf-trainer:{tag}")
 
 

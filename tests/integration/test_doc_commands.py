@@ -46,6 +46,9 @@ ELSEWHERE = {
     "./build.sh test-docker": ("tests/container/docker_tier.txt",
                                "the Docker tier itself; not in the default run (docs/image.md says why)"),
     "./build.sh image cpu": ("tests/conftest.py::image", EXACT),
+    "./build.sh image cpu 2.21": ("tests/conftest.py::image_2_21", EXACT),
+    "./build.sh push --dry-run --flavour 2.21-cpu --account 123456789012 --region us-east-1":
+        ("tests/container/test_push.py::test_dry_run_prints_the_ecr_commands", EXACT),
     "./build.sh preflight": ("tests/conftest.py::network_ready", EXACT),
     "./build.sh push --dry-run --account 123456789012 --region us-east-1":
         ("tests/container/test_push.py::test_dry_run_prints_the_ecr_commands", EXACT),

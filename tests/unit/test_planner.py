@@ -219,6 +219,16 @@ def test_modes_on_each_line(name):
         (mode, per_host, world, replicas)
 
 
+def test_a_keras_3_script_is_refused_on_the_2_14_line_naming_the_line_to_use():
+    keras_3 = EntryPoint("train.py", "/opt/ml/code", "script", "a script", keras_3="line 7: keras.ops")
+    with pytest.raises(JobError) as error:
+        make_plan(dataclasses.replace(job(), entry_point=keras_3))
+    assert str(error.value) == ("entry point train.py: line 7: keras.ops is Keras 3's, written for TensorFlow 2.16 "
+                                "or later; this image's TensorFlow 2.14 line runs Keras 2.14 (tf.keras): use the "
+                                "2.21 image (tag 2.21-cpu)")
+    assert make_plan(dataclasses.replace(job(line="2.21"), entry_point=keras_3)).mode == "single"
+
+
 @pytest.mark.parametrize("the_job, asked_by", [
     (job(hp={"distribution": "horovod"}, line="2.21"), "hyperparameter 'distribution': horovod"),
     (job(sdk=MPI_2, line="2.21"), "sagemaker_mpi_enabled"),

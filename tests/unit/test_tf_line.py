@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from trainer.contract.user_code import keras_3_use
 from trainer.tf_line import LEGACY_KERAS_ENV, LINES, installed, line_of, tensorflow_version
 
 
@@ -20,8 +21,8 @@ def test_line_of_a_version(version, line):
 
 def test_the_lines_differ_in_horovod_keras_and_openmp():
     old, new = LINES["2.14"], LINES["2.21"]
-    assert (old.horovod, old.openmp, old.own_model_environment) == (True, True, ())
-    assert (new.horovod, new.openmp) == (False, False)
+    assert (old.horovod, old.keras_3, old.openmp, old.own_model_environment) == (True, False, True, ())
+    assert (new.horovod, new.keras_3, new.openmp) == (False, True, False)
     assert dict(new.own_model_environment) == {LEGACY_KERAS_ENV: "1"}
 
 
@@ -30,3 +31,19 @@ def test_the_installed_line_is_the_installed_tensorflow_s(monkeypatch):
     monkeypatch.delenv(LEGACY_KERAS_ENV, raising=False)
     installed().use_own_keras()
     assert os.environ.get(LEGACY_KERAS_ENV) == dict(installed().own_model_environment).get(LEGACY_KERAS_ENV)
+
+
+@pytest.mark.parametrize("source, found", [
+    ("import keras\nx = keras.ops.mean(y)\n", "line 2: keras.ops"),
+    ("from keras import ops\n", "line 1: keras.ops"),
+    ("import tensorflow as tf\n\n\ntf.keras.config.set_floatx('float16')\n", "line 4: keras.config"),
+    ("import keras_hub\n", "line 1: keras_hub"),
+    ("class Data(keras.utils.PyDataset):\n    pass\n", "line 1: keras.utils.PyDataset"),
+    ("from keras.src import layers\n", "line 1: keras.src"),
+    # Keras 2's own API, and names that only look alike: nothing.
+    ("import tensorflow as tf\nm = tf.keras.Model()\nm.compile(optimizer=tf.keras.optimizers.AdamW())\n", ""),
+    ("import keras\nkeras.layers.Dense(3)\nmy.ops.thing()\nkeras_ops = 1\n", ""),
+    ("this is not python(", ""),
+])
+def test_what_only_keras_3_has_is_found_with_its_line(source, found):
+    assert keras_3_use(source) == found

@@ -21,6 +21,10 @@ HOOKS, SCRIPT = "hooks", "script"
 HOOK_SIGNATURES = {"model_fn": ("hyperparameters",), "parse_fn": ("serialized", "hyperparameters"),
                    "optimizer_fn": ("hyperparameters",)}
 HOOK_NAMES = tuple(HOOK_SIGNATURES)
+# What only Keras 3 has: a script that uses one of these was written for TensorFlow 2.16 or
+# later (tf.keras is Keras 3 there too), and fails inside Keras 2 on the 2.14 line.
+KERAS_3_ONLY = ("keras.ops", "keras.config", "keras.random", "keras.distribution", "keras.utils.PyDataset",
+                "keras.src", "keras_hub")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class EntryPoint:
     kind: str  # hooks | script
     why: str
     hooks: tuple[str, ...] = ()  # the hooks it defines (a script may define some too)
+    keras_3: str = ""  # where it uses what only Keras 3 has ("line 12: keras.ops"), if it does
 
     @property
     def path(self) -> str:
@@ -134,6 +139,38 @@ def classify_source(source: str, filename: str) -> tuple[str, str, tuple[str, ..
     return SCRIPT, why, tuple(hooks)
 
 
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` of an attribute chain on a name, else ""."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def keras_3_use(source: str) -> str:
+    """Where the source first uses what only Keras 3 has ("line 12: keras.ops"), or "" (pure)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            names = [_dotted(node).removeprefix("tf.")]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            marker = next((m for m in KERAS_3_ONLY if name == m or name.startswith(m + ".")), None)
+            if marker:
+                found.append((node.lineno, marker))
+    return "line {}: {}".format(*min(found)) if found else ""
+
+
 def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
     """The entry point's kind: the hyperparameter if it says, else from its file."""
     path = os.path.join(code_dir, program)
@@ -147,8 +184,9 @@ def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
         raise JobError(f"entry point {program} (sagemaker_program) is not in {code_dir} "
                        f"(sagemaker_submit_directory); it holds: {', '.join(sorted(os.listdir(code_dir))) or 'nothing'}")
     with open(path, encoding="utf-8", errors="replace") as f:
-        kind, why, hooks = classify_source(f.read(), program)
-    return EntryPoint(program, code_dir, kind, why, hooks)
+        source = f.read()
+    kind, why, hooks = classify_source(source, program)
+    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source))
 
 
 def locate(program: str, submit_directory: str, override: str = "auto") -> EntryPoint:

@@ -30,6 +30,7 @@ def run(job) -> dict | None:
     the process ends (end_with_the_job).
     """
     plan = make_plan(job)
+    log.info("%s", job.tf_line.describe())
     log.info("entry point: %s", plan.entry)
     if plan.data_service:
         log.info("instance groups: %s; data hosts %s", plan.data_service.why, ", ".join(plan.data_service.hosts))

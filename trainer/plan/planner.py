@@ -28,6 +28,7 @@ def choose_mode(job) -> tuple[Mode, str]:
     else what suits the hosts, GPUs and CPUs (a training script: one process per host,
     as AWS's container runs it)."""
     sdk.refuse_unsupported(job)
+    _refuse_a_script_for_another_line(job)
     chosen = job.hyperparameters.distribution
     if chosen != "auto":
         mode = modes.get(chosen)
@@ -44,6 +45,15 @@ def choose_mode(job) -> tuple[Mode, str]:
                 return _on_this_line(job, mode, reason.split(":")[0]), reason
     raise JobError(f"no distribution mode suits {len(job.hosts)} host(s) with {job.num_gpus} GPU(s) each: "
                    "set the hyperparameter 'distribution'")
+
+
+def _refuse_a_script_for_another_line(job) -> None:
+    """A Keras 3 script on the line whose Keras is 2 fails before it starts, naming the line."""
+    entry = job.entry_point
+    if job.runs_script and entry.keras_3 and not job.tf_line.keras_3:
+        raise JobError(f"entry point {entry.program}: {entry.keras_3} is Keras 3's, written for TensorFlow 2.16 or "
+                       f"later; this image's TensorFlow {job.tf_line.name} line runs {job.tf_line.keras}: use the "
+                       "2.21 image (tag 2.21-cpu)")
 
 
 def _on_this_line(job, mode: Mode, asked_by: str) -> Mode:

@@ -1,0 +1,68 @@
+"""The TensorFlow 2.21 line's image (`./build.sh image cpu 2.21`), through the SageMaker SDK's
+local mode as users run it: what a script finds in it, a Keras 3 script of the kind written
+for AWS's 2.21 image training with multi-worker mirrored on two hosts (its own TF_CONFIG and
+custom loop, `model.export`), and the built-in DeepFM with parameter servers on two hosts.
+Where the lines do not differ, the rest of the container tier runs on the 2.14 line's image."""
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import IMAGE_2_21, remove_containers
+from mnist_arrays import write_mnist_arrays
+from sdk_jobs import TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members, sdk_job, sdk_inputs, user_scripts  # noqa: F401
+from sdk_jobs import sdk_path as _sdk_path  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.container]
+
+
+@pytest.fixture(scope="module")
+def sdk_path(image_2_21, _sdk_path):
+    return _sdk_path
+
+
+@pytest.mark.cores(1)
+def test_what_a_script_finds_in_the_2_21_image(image_2_21):
+    check = ("import importlib.util, keras, mpi4py, tensorflow as tf, tensorflow_io, tf_keras, sagemaker_tensorflow, "
+             "pandas, sklearn, cv2, tensorflow_datasets, sagemaker; "
+             "print(tf.__version__, keras.__version__, tf_keras.__version__, tf.keras.__name__.split('.')[0]); "
+             "print(importlib.util.find_spec('horovod'))")
+    name = f"trainer-test-{uuid.uuid4().hex[:8]}"
+    try:
+        done = subprocess.run([image_2_21, "run", "--rm", "--name", name, "--network", "none", "--entrypoint", "bash",
+                               IMAGE_2_21, "-c", f"python -c \"{check}\" && python3 -m pip check && command -v train"],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        remove_containers(image_2_21, name)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    versions, horovod, pip_check, train = done.stdout.strip().splitlines()[-4:]
+    assert versions == "2.21.0 3.15.1 2.21.0 keras"  # a script's tf.keras is Keras 3
+    assert horovod == "None" and "No broken requirements" in pip_check and train.endswith("/train")
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory):
+    return f"file://{write_mnist_arrays(tmp_path_factory.mktemp('mnist'))['data']}"
+
+
+@pytest.mark.cores(2)
+def test_a_keras_3_script_with_multi_worker_mirrored_on_two_hosts(sdk_path, mnist, tmp_path):
+    result, log, _ = sdk_job(sdk_path, tmp_path, {
+        "image": IMAGE_2_21, "instance_count": 2, "inputs": {"training": mnist},
+        "hyperparameters": {"epochs": 2, "strategy": "mwms"},
+        "script": user_scripts(tmp_path, "mnist_keras3.py", folder="aws_style")}, timeout=TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert log.count("keras 3.15.1 tensorflow 2.21.0 on algo-") == 2 and log.count("epoch 2: loss=") == 2
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+@pytest.mark.cores(2)
+def test_the_built_in_model_with_parameter_servers_on_two_hosts(sdk_path, sdk_inputs, tmp_path):
+    result, log, _ = sdk_job(sdk_path, tmp_path, {"image": IMAGE_2_21, "instance_count": 2, "inputs": sdk_inputs,
+                                                    "hyperparameters": {"num_epochs": 2, "log_steps": 10}},
+                             timeout=TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "parameter_server (2 CPU hosts" in log and "TensorFlow 2.21 line" in log, log[-3000:]
+    auc = float(log.split("eval_auc=")[-1].split()[0])
+    assert auc > 0.7, log[-3000:]
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])

@@ -1,0 +1,91 @@
+"""The TensorFlow 2.21 line through `trainer local` (run in its environment: `./build.sh line
+2.21`, tests/line_2.21_tier.txt): Keras 3 scripts as written for AWS's 2.21 image run
+unchanged (multi-worker mirrored on two hosts with the script's own TF_CONFIG, and with the
+SDK's key), a Keras 2 script gets Keras 2 through the documented switch, a PipeModeDataset
+script reads its FIFOs, and the built-in DeepFM reaches the AUC it reaches on the 2.14 line
+on the same data (the 2.14 run in the 2.14 environment, ./build.sh exec)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import JOB_TIMEOUT_SEC, PROJECT_ROOT, JobRun, first_host_folder, local_command, run_local, without_own_keras
+from mnist_arrays import write_mnist_arrays
+from trainer.plan.clusters import aws_mwms_tf_config
+from trainer.tf_line import LEGACY_KERAS_ENV, installed
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(installed().name != "2.21", reason="runs in the 2.21 line's environment")]
+SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
+# The same job on both lines may differ by this much in eval AUC (the issue's bound: TensorFlow
+# 2.21's kernels and tf-keras 2.21 are not bit-identical to 2.14's).
+AUC_TOLERANCE = 0.01
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory):
+    folder = write_mnist_arrays(tmp_path_factory.mktemp("mnist"))["data"]
+    return {"training": [os.path.join(folder, "train"), os.path.join(folder, "test")]}
+
+
+def script(program: str, folder: str = SCRIPTS, **hyperparameters) -> dict:
+    return {"sagemaker_program": program, "sagemaker_submit_directory": folder, **hyperparameters}
+
+
+@pytest.mark.cores(2)
+@pytest.mark.parametrize("tf_config_by", ["script", "sdk key"])
+def test_a_keras_3_script_with_multi_worker_mirrored_on_two_hosts(mnist, tmp_path, tf_config_by):
+    extra = {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"} if tf_config_by == "sdk key" else {}
+    run = run_local(tmp_path, mnist, script("mnist_keras3.py", os.path.join(SCRIPTS, "aws_style"), strategy="mwms",
+                                            epochs=2, **extra), hosts=2, env=without_own_keras())
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "keras 3.15.1 tensorflow 2.21.0 on algo-1" in run.log and "keras 3.15.1 tensorflow 2.21.0 on algo-2" in run.log
+    assert run.log.count("epoch 2: loss=") == 2 and "replicas=2" in run.log
+    config = json.loads(run.log.split("TF_CONFIG=")[1].splitlines()[0])
+    if tf_config_by == "script":
+        assert config["cluster"] == {"worker": ["algo-1:12345", "algo-2:12345"]}
+    else:  # as AWS's toolkit 20.4.1 writes it
+        assert config == aws_mwms_tf_config(["algo-1", "algo-2"], "algo-1")
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(1)
+def test_a_keras_2_script_gets_keras_2_with_the_documented_switch(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("keras_train.py", epochs=1, model_dir="/opt/ml/model"),
+                    env={**without_own_keras(), LEGACY_KERAS_ENV: "1"})
+    assert run.exit_code == 0, run.log[-4000:]
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(1)
+def test_a_pipe_mode_dataset_script_reads_a_fifo_per_epoch(aws_split, tmp_path):
+    # A script of the TensorFlow 1 and 2.14 era (its model is Keras 2's): the switch as well.
+    run = run_local(tmp_path, {"training": aws_split["training"]}, script("pipe_mode_dataset_train.py", epochs=2),
+                    input_mode="Pipe", env={**without_own_keras(), LEGACY_KERAS_ENV: "1"})
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "batches per epoch: [32, 32]" in run.log  # 8,000 records in batches of 256, twice
+
+
+def eval_auc(run) -> float:
+    assert run.exit_code == 0, run.log[-4000:]
+    return run.metrics["eval_auc"]
+
+
+@pytest.mark.cores(2)
+@pytest.mark.parametrize("hosts, hyperparameters", [(1, {}), (2, {"distribution": "parameter_server"})],
+                         ids=["single", "parameter_server on 2 hosts"])
+def test_the_built_in_model_reaches_the_2_14_line_s_auc(aws_split, tmp_path, hosts, hyperparameters):
+    hp = {"num_epochs": 2, "seed": 7, **hyperparameters}
+    on_2_21 = eval_auc(run_local(tmp_path / "2.21", aws_split, hp, hosts=hosts))
+    command = local_command(tmp_path / "2.14", aws_split, hp, hosts=hosts)
+    on_2_14 = eval_auc(run_local_command(["./build.sh", "exec", "python", *command[1:]], tmp_path / "2.14", hosts))
+    assert abs(on_2_21 - on_2_14) <= AUC_TOLERANCE, (on_2_21, on_2_14)
+    assert on_2_21 > 0.7
+
+
+def run_local_command(command, job_dir, hosts):
+    """A `trainer local` command line run as it is (here: in the 2.14 line's environment)."""
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=JOB_TIMEOUT_SEC,
+                          env=without_own_keras())
+    return JobRun(first_host_folder(job_dir, hosts), done.returncode, done.stdout + done.stderr)
