@@ -4,10 +4,10 @@
 #   ./build.sh setup          install system packages and the pinned Python environment
 #   ./build.sh exec CMD...    run CMD inside that environment (in the current folder)
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
-#   ./build.sh test [ARGS]    set up, then run the whole test suite: the 2.14 line's, then the 2.21
-#                             line's tier (tests/line_2.21_tier.txt) in its environment; the CPU
-#                             images and the other environments are made in the background
-#                             meanwhile. With ARGS: pytest ARGS in the 2.14 line's environment.
+#   ./build.sh test [ARGS]    set up, then run the whole test suite: the 2.14 line's and, beside
+#                             it, the 2.21 line's tier (tests/line_2.21_tier.txt) in its
+#                             environment; the CPU images and the other environments are made in
+#                             the background meanwhile. With ARGS: pytest ARGS (2.14 line).
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tier alone, in its environment
 #   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
@@ -253,8 +253,9 @@ line_env() {
 test_line() {
   local line="${1:?line}"
   shift
-  # shellcheck disable=SC2046
-  ( cd "$ROOT" && run_in_line "$line" python -m pytest $(grep -v '^#' "tests/line_${line}_tier.txt") "$@" )
+  local tests
+  mapfile -t tests < <(grep -v '^#' "$ROOT/tests/line_${line}_tier.txt")  # one test id a line (ids hold spaces)
+  ( cd "$ROOT" && run_in_line "$line" python -m pytest "${tests[@]}" "$@" )
 }
 
 # line 2.21 CMD...: CMD with that environment's python first on PATH, from the caller's folder.
@@ -380,11 +381,23 @@ case "$cmd" in
     if [ $# -eq 0 ]; then "$ROOT/docker/engine.sh" setup; prebuild_image; fi
     setup
     if [ $# -gt 0 ]; then run_in_env python -m pytest "$@"; fi
-    # The whole suite: the 2.14 line's, then the 2.21 line's tier in its environment; red if either is.
+    # The whole suite: the 2.14 line's and, beside it, the 2.21 line's tier in its environment,
+    # sharing the machine's cores through one set of locks (tests/cores.py); red if either is.
     prebuild_environments
+    TRAINER_TEST_CORES="$(mktemp -d -t trainer-test-cores-XXXXXX)"
+    export TRAINER_TEST_CORES
+    line_log="$CACHE_DIR/line-2.21-tier.log"
+    log "the TensorFlow 2.21 line's tier runs beside the suite (log: $line_log; printed at the end)"
+    test_line 2.21 -n 2 >"$line_log" 2>&1 &  # two test processes beside the suite's three
+    line_pid=$!
     status=0
     ( run_in_env python -m pytest ) || status=$?
-    test_line 2.21 || status=$?
+    line_status=0
+    wait "$line_pid" || line_status=$?
+    log "the TensorFlow 2.21 line's tier (exit $line_status):"
+    grep -v '^WARNING: Location' "$line_log" || true
+    rm -rf "$TRAINER_TEST_CORES"
+    [ "$line_status" -eq 0 ] || status=$line_status
     exit "$status" ;;
   test-line) [ $# -ge 1 ] || { log "test-line 2.21 [ARGS]"; exit 2; }; test_line "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;

@@ -72,16 +72,22 @@ def _try_lock(file) -> bool:
         return False
 
 
-LOCKS_ENV = "TRAINER_TEST_CORES"  # the run's lock folder, made by the first test process, inherited by the others
+# The run's lock folder, made by the first test process and inherited by the others; or given
+# by whoever runs two test runs at once on one machine (build.sh test: both TensorFlow lines'),
+# which then share the cores as one run's processes do.
+LOCKS_ENV = "TRAINER_TEST_CORES"
+_made_here = False
 
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):  # the run's first process (xdist's controller, or the only one)
+    global _made_here
+    if not hasattr(config, "workerinput") and not os.environ.get(LOCKS_ENV):  # the run's first process
         os.environ[LOCKS_ENV] = tempfile.mkdtemp(prefix="trainer-test-cores-")
+        _made_here = True
 
 
 def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput"):
+    if _made_here:
         shutil.rmtree(os.environ.pop(LOCKS_ENV, ""), ignore_errors=True)
 
 

@@ -1,6 +1,7 @@
 """The Dockerfiles: lint-clean, and built from the project's own pin files."""
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 
@@ -8,7 +9,7 @@ import pytest
 
 from conftest import PROJECT_ROOT
 
-DOCKERFILES = [os.path.join(PROJECT_ROOT, "docker", name) for name in ("Dockerfile", "Dockerfile.gpu")]
+DOCKERFILES = [os.path.join(PROJECT_ROOT, "docker", name) for name in ("Dockerfile", "Dockerfile.gpu", "Dockerfile.2.21")]
 
 
 @pytest.mark.parametrize("path", [p for p in DOCKERFILES if os.path.exists(p)], ids=os.path.basename)
@@ -32,6 +33,17 @@ def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirem
         assert f"-r /opt/pins/{pins}" in text
     assert "grep -v '^intel-tensorflow' /opt/pins/requirements.txt > /opt/pins/requirements-common.txt" in text
     assert "tensorflow==" not in text and "horovod==" not in text
+
+
+def test_the_2_21_image_installs_the_2_21_line_s_pins():
+    text = open(DOCKERFILES[2]).read()
+    for pins in ("requirements-2.21.txt", "requirements-image-2.21.txt"):
+        assert pins in text
+    # tensorflow-cpu by its line of the pin file, named `tensorflow` before tf-keras asks for it.
+    first, named, rest = (text.index(part) for part in ("grep '^tensorflow-cpu=='", "python3 /opt/pins/tensorflow-name.py",
+                                                         "-r /opt/pins/requirements-2.21.txt"))
+    assert first < named < rest
+    assert not re.search(r"(tensorflow-cpu|keras)==\d", text)  # no second list of versions
 
 
 def load_cuda_wheels():

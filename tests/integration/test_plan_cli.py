@@ -79,6 +79,7 @@ def test_plan_of_a_cluster_before_paying_for_it(quarters):
     code, result = plan("--channel", f"training={quarters / 'all'}", "--hosts", "4", "--gpus", "8",
                         "--instance-type", "ml.p3.16xlarge")
     assert code == 0
+    assert result["tensorflow_line"].startswith("TensorFlow 2.14 line: TensorFlow 2.14.0, oneDNN on Intel OpenMP")
     assert result["plan"]["mode"] == "horovod" and result["plan"]["world_size"] == 32
     assert result["plan"]["launch"]["kind"] == "sagemaker_mpi"
 

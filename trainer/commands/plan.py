@@ -47,7 +47,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         folder = os.path.abspath(args.job_dir or base_dir_from_env())
         job = read_job(folder)
         plan = make_plan(job)
-        result = {"plan": plan.to_dict(), "folders": folders_of(job)}
+        result = {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(), "folders": folders_of(job)}
         if args.check_input:
             if plan.input_mode == "Pipe":
                 raise JobError("--check-input reads File-mode folders; for a Pipe-mode job give its "
@@ -62,7 +62,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         folders = local.lay_out(os.path.join(folder, "job"))
         job = read_job(folders[local.host_names[0]])
         plan = make_plan(job)
-        result = {"plan": plan.to_dict(), "folders": folders_of(job)}
+        result = {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(), "folders": folders_of(job)}
         if args.check_input:
             readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
             result["check_input"] = check(plan, readable, job)
