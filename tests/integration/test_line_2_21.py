@@ -45,8 +45,8 @@ def test_a_keras_3_script_with_multi_worker_mirrored_on_two_hosts(mnist, tmp_pat
     config = json.loads(run.log.split("TF_CONFIG=")[1].splitlines()[0])
     if tf_config_by == "script":
         assert config["cluster"] == {"worker": ["algo-1:12345", "algo-2:12345"]}
-    else:  # as AWS's toolkit 20.4.1 writes it
-        assert config == aws_mwms_tf_config(["algo-1", "algo-2"], "algo-1")
+    else:  # as AWS's toolkit 20.4.1 writes it (for the host whose line came first)
+        assert config in [aws_mwms_tf_config(["algo-1", "algo-2"], host) for host in ("algo-1", "algo-2")]
     assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
 
 
@@ -80,6 +80,7 @@ def test_the_built_in_model_reaches_the_2_14_line_s_auc(aws_split, tmp_path, hos
     on_2_21 = eval_auc(run_local(tmp_path / "2.21", aws_split, hp, hosts=hosts))
     command = local_command(tmp_path / "2.14", aws_split, hp, hosts=hosts)
     on_2_14 = eval_auc(run_local_command(["./build.sh", "exec", "python", *command[1:]], tmp_path / "2.14", hosts))
+    print(f"eval AUC: {on_2_21:.4f} on the 2.21 line, {on_2_14:.4f} on the 2.14 line")
     assert abs(on_2_21 - on_2_14) <= AUC_TOLERANCE, (on_2_21, on_2_14)
     assert on_2_21 > 0.7
 
