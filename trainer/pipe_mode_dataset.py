@@ -62,7 +62,8 @@ def PipeModeDataset(channel, record_format="RecordIO", state_dir=None, pipe_dir=
                     config_dir=None, benchmark=False, wait_sec=DEFAULT_WAIT_SEC):
     """A tf.data.Dataset of the channel's records (scalar strings), one FIFO per iterator.
     The folders default to AWS's, under /opt/ml (or $SAGEMAKER_BASE_DIR where a job's folder
-    is elsewhere, as in `trainer local`)."""
+    is elsewhere, as in `trainer local`). `benchmark` (AWS's throughput printout) is accepted
+    and ignored."""
     import tensorflow as tf
 
     base = os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")

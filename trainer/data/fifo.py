@@ -247,8 +247,7 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
 def recordio_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
     """Yield lists of the payloads of a stream of RecordIO records, each payload one record."""
     chunk = []
-    with RecordIOPayloads(open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec),
-                          path) as records:
+    with _open_stream(path, wait_sec, recordio=True) as records:
         while (record := records.next_record()) is not None:
             chunk.append(record)
             if len(chunk) >= records_per_chunk:
