@@ -214,6 +214,26 @@ image() {
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"
 }
 
+# keyed_venv NAME KEY INSTALL...: the venv $CACHE_DIR/NAME-KEY, made once (under a lock, also
+# when the suite's background work is making it) by running INSTALL... with the venv's path
+# as its last argument; prints that path. KEY is a hash of what the venv is made from.
+keyed_venv() {
+  local name="$1" key="$2" venv lock
+  shift 2
+  venv="$CACHE_DIR/$name-$key"
+  mkdir -p "$CACHE_DIR"
+  exec {lock}>"$CACHE_DIR/$name.lock"
+  flock "$lock"
+  if [ ! -f "$venv/.complete" ]; then
+    log "creating $venv"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    "$@" "$venv" >&2
+    touch "$venv/.complete"
+  fi
+  echo "$venv"
+}
+
 # The TensorFlow 2.21 line's environment for the tests that run the package on it (this
 # machine's Python; the image's is 3.12): requirements-2.21.txt under constraints-2.21.txt,
 # keyed by both. tensorflow-cpu first and named `tensorflow` (container/tensorflow-name.py), as
@@ -224,21 +244,7 @@ line_env() {
   hash="$({ cat "$ROOT/requirements-$line.txt" "$ROOT/constraints-$line.txt" "$ROOT/requirements-dev.txt" \
               "$ROOT/container/tensorflow-name.py"; "$PYTHON" -c 'import sys; print(sys.version)'; } \
           | sha256sum | cut -c1-16)"
-  venv="$CACHE_DIR/line-$line-$hash"
-  mkdir -p "$CACHE_DIR"
-  exec 6>"$CACHE_DIR/line-$line.lock"
-  flock 6  # made once, also when the suite's background work is making it
-  if [ ! -f "$venv/.complete" ]; then
-    log "creating $venv (TensorFlow $line line)"
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-$line.txt")
-    "${pip[@]}" pip setuptools wheel >&2
-    "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/requirements-$line.txt")" >&2
-    "$venv/bin/python" "$ROOT/container/tensorflow-name.py" >&2
-    "${pip[@]}" -r "$ROOT/requirements-$line.txt" -r "$ROOT/requirements-dev.txt" >&2
-    touch "$venv/.complete"
-  fi
+  venv="$(keyed_venv "line-$line" "$hash" install_line "$line")"
   if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" >&2
     # `from sagemaker_tensorflow import PipeModeDataset`, as in the 2.21 image (container/).
@@ -249,11 +255,19 @@ line_env() {
   echo "$venv/bin/python"
 }
 
+install_line() {
+  local line="$1" venv="$2"
+  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-$line.txt")
+  "${pip[@]}" pip setuptools wheel
+  "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/requirements-$line.txt")"
+  "$venv/bin/python" "$ROOT/container/tensorflow-name.py"
+  "${pip[@]}" -r "$ROOT/requirements-$line.txt" -r "$ROOT/requirements-dev.txt"
+}
+
 # The tests of a line's tier file (tests/line_2.21_tier.txt) in that line's environment.
 test_line() {
-  local line="${1:?line}"
+  local line="${1:?line}" tests
   shift
-  local tests
   mapfile -t tests < <(grep -v '^#' "$ROOT/tests/line_${line}_tier.txt")  # one test id a line (ids hold spaces)
   ( cd "$ROOT" && run_in_line "$line" python -m pytest "${tests[@]}" "$@" )
 }
@@ -283,18 +297,7 @@ sdk_setup() {
   "$ROOT/docker/engine.sh" setup
   local hash venv
   hash="$(cat "$ROOT/requirements-sdk.txt" "$ROOT/constraints-sdk.txt" | sha256sum | cut -c1-16)"
-  venv="$CACHE_DIR/sdk-venv-$hash"
-  mkdir -p "$CACHE_DIR"
-  exec 8>"$CACHE_DIR/sdk-venv.lock"
-  flock 8  # made once, also when the suite's background work is making it
-  if [ ! -f "$venv/.complete" ]; then
-    log "creating $venv (SageMaker Python SDK)"
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-sdk.txt" \
-      -r "$ROOT/requirements-sdk.txt"
-    touch "$venv/.complete"
-  fi
+  venv="$(keyed_venv sdk-venv "$hash" pip_install -c "$ROOT/constraints-sdk.txt" -r "$ROOT/requirements-sdk.txt")"
   mkdir -p "$venv/shims"
   # Replaced whole (another test process may be running a job through them), never half-written.
   if [ "$(engine)" = podman ]; then
@@ -319,22 +322,22 @@ bench_env() {
   local extra="$ROOT/bench-envs/$name.horovod.txt"  # a second step, when there is one
   [ -f "$extra" ] || extra=/dev/null
   hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" "$ROOT/docker/horovod-cmake" | sha256sum | cut -c1-16)"
-  venv="$CACHE_DIR/bench-$name-$hash"
-  mkdir -p "$CACHE_DIR"
-  exec 7>"$CACHE_DIR/bench-$name.lock"
-  flock 7  # made once, also when the suite's background work is making it
-  if [ ! -f "$venv/.complete" ]; then
-    log "creating $venv (benchmark environment $name)"
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" -r "$file" >&2
-    if [ "$extra" != /dev/null ]; then  # the project's Horovod wheel (see the extra file)
-      "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" \
-        "$(horovod_wheel "$(venv_dir)")" >&2
-    fi
-    touch "$venv/.complete"
-  fi
+  venv="$(keyed_venv "bench-$name" "$hash" install_bench_env "$file" "$extra")"
   echo "$venv/bin/python"
+}
+
+install_bench_env() {
+  local file="$1" extra="$2" venv="$3"
+  pip_install -c "$ROOT/constraints.txt" -r "$file" "$venv"
+  if [ "$extra" != /dev/null ]; then  # the project's Horovod wheel (see the extra file)
+    pip_install -c "$ROOT/constraints.txt" "$(horovod_wheel "$(venv_dir)")" "$venv"
+  fi
+}
+
+# pip_install ARGS... VENV: pip install ARGS into VENV, quietly.
+pip_install() {
+  local venv="${*: -1}"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${@:1:$#-1}"
 }
 
 # `bench peer` and `bench build` (or `bench all`) run code in their own environments.
