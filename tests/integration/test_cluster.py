@@ -109,7 +109,11 @@ def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, tmp_p
     root = os.path.join(two.job_dir, "output", "tensorboard")
     assert runs(root) == {"train": 1, "epoch": 1}
     steps = [step for step, _ in series(os.path.join(root, "train"), "samples_per_sec")]
-    assert len(steps) >= 5 and steps == sorted(set(steps)) and steps[-1] == 5 * 2 * 235, steps
+    # A point where a round of the coordinator's calls crosses a multiple of log_steps (100): the
+    # last at or after 2,300 of the 2,350 steps; where the rounds end depends on which worker
+    # ran each call first, so not necessarily at 2,350 itself.
+    last = 5 * 2 * 235
+    assert len(steps) >= 5 and steps == sorted(set(steps)) and last // 100 * 100 <= steps[-1] <= last, steps
     assert [epoch for epoch, _ in series(os.path.join(root, "epoch"), "eval_auc")] == [1, 2, 3, 4, 5]
     assert no_task_left(tmp_path / "two")  # every PS and worker task ended with the job
 
