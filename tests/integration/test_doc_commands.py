@@ -43,7 +43,7 @@ ELSEWHERE = {
     "./build.sh exec python -m pytest tests/integration -k pipe":
         ("tests/integration/test_doc_commands.py::test_the_documented_test_selections_are_in_the_suite",
          "its selection, checked to be part of ./build.sh test's"),
-    "./build.sh test-line 2.21": (".ci/run", "the end of ./build.sh test"),
+    "./build.sh test-line 2.21": (".ci/run", "beside the rest of ./build.sh test"),
     "./build.sh test-docker": ("tests/container/docker_tier.txt",
                                "the Docker tier itself; not in the default run (docs/image.md says why)"),
     "./build.sh image cpu": ("tests/conftest.py::image", EXACT),
