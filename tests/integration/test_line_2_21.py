@@ -1,11 +1,15 @@
 """The TensorFlow 2.21 line through `trainer local` (run in its environment: `./build.sh line
-2.21`, tests/line_2.21_tier.txt): Keras 3 scripts as written for AWS's 2.21 image run
-unchanged (multi-worker mirrored on two hosts with the script's own TF_CONFIG, and with the
-SDK's key), a Keras 2 script gets Keras 2 through the documented switch, a PipeModeDataset
-script reads its FIFOs, and the built-in DeepFM reaches the AUC it reaches on the 2.14 line
-on the same data (the 2.14 run in the 2.14 environment, ./build.sh exec)."""
+2.21`, tests/line_2.21_tier.txt): scripts as written for AWS's 2.21 image run unchanged in
+each of its modes (Keras 3 `fit` on one host and on two hosts each training alone, as AWS's
+own test runs it; multi-worker mirrored on two hosts with the script's own TF_CONFIG and with
+the SDK's key; mpirun of an mpi4py script; parameter servers through the Keras 2 switch, since
+Keras 3 has no parameter-server training), a Keras 2 script gets Keras 2 through the
+documented switch, a PipeModeDataset script reads its FIFOs, and the built-in DeepFM reaches
+the AUC it reaches on the 2.14 line on the same data (the 2.14 run in the 2.14 environment,
+./build.sh exec)."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -47,6 +51,46 @@ def test_a_keras_3_script_with_multi_worker_mirrored_on_two_hosts(mnist, tmp_pat
         assert config["cluster"] == {"worker": ["algo-1:12345", "algo-2:12345"]}
     else:  # as AWS's toolkit 20.4.1 writes it (for the host whose line came first)
         assert config in [aws_mwms_tf_config(["algo-1", "algo-2"], host) for host in ("algo-1", "algo-2")]
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(2)
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_a_keras_3_script_with_plain_fit(mnist, tmp_path, hosts):
+    # No distribution key: each host trains alone (AWS's test_mnist_cpu, single-node and
+    # multi-host); Keras prints the `accuracy: ` its tuning test's metric regex reads.
+    run = run_local(tmp_path, mnist, script("mnist_keras3.py", os.path.join(SCRIPTS, "aws_style"), epochs=1),
+                    hosts=hosts, env=without_own_keras())
+    assert run.exit_code == 0, run.log[-4000:]
+    assert all(f"keras 3.15.1 tensorflow 2.21.0 on algo-{host}" in run.log for host in range(1, hosts + 1))
+    assert run.log.count("test accuracy=") == hosts and re.search(r"accuracy: 0\.\d+", run.log)
+    assert run.log.count("exported to") == 1  # by the first host only
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(2)
+def test_an_mpi4py_script_under_mpirun(mnist, tmp_path):
+    run = run_local(tmp_path, mnist, script("mpi4py_average.py", os.path.join(SCRIPTS, "aws_style"),
+                                            sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=2),
+                    env=without_own_keras())
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "rank 0 of 2 on algo-1" in run.log and "rank 1 of 2 on algo-1" in run.log
+    checksums = set(re.findall(r"rank \d: averaged weights checksum (-?\d+\.\d+)", run.log))
+    assert len(checksums) == 1 and run.log.count("averaged weights checksum") == 2, run.log[-4000:]
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(2)
+def test_a_parameter_server_script_with_the_keras_2_switch(aws_split, tmp_path):
+    # AWS's TF_CONFIG (master, worker, a PS task on each host); the worker serves until the
+    # master's script has ended and is then stopped after its grace.
+    run = run_local(tmp_path, aws_split, script("ps_train.py", epochs=1, sagemaker_parameter_server_enabled="true",
+                                                ps_worker_grace_sec=5),
+                    hosts=2, env={**without_own_keras(), LEGACY_KERAS_ENV: "1"})
+    assert run.exit_code == 0, run.log[-4000:]
+    with open(os.path.join(tmp_path, "algo-1", "output", "data", "seen-master0.json")) as f:
+        assert json.load(f)["tf_config"]["cluster"] == {
+            "master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"], "worker": ["algo-2:2222"]}
     assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
 
 
