@@ -14,8 +14,8 @@
 #                             and scripts make their own environments from bench-envs/)
 #   ./build.sh base [22.04|24.04]  make that Ubuntu in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu] [2.14|2.21]  build the training image of a TensorFlow line (default
-#                             2.14; tags cpu and 2.14-cpu, or 2.21-cpu) with docker, or podman
-#                             where no daemon runs
+#                             2.14; tags 2.14-cpu and cpu, 2.14-gpu and gpu, 2.21-cpu, 2.21-gpu)
+#                             with docker, or podman where no daemon runs
 #   ./build.sh image-lock [2.14|2.21]  freeze the built CPU image's Python packages into its lock file
 #   ./build.sh line 2.21 CMD...  run CMD in the TensorFlow 2.21 line's environment (made once)
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
@@ -187,12 +187,13 @@ base_image() {
 # image [cpu|gpu] [2.14|2.21]. The 2.14 line's images are also tagged `cpu` and `gpu`, the
 # names every example and test uses (docs/image.md, "Versions").
 image() {
-  local flavour="${1:-cpu}" line="${2:-2.14}" file tag started eng format=() release=22.04 aliases=()
+  local flavour="${1:-cpu}" line="${2:-2.14}" file tag started eng format=() release=22.04 aliases=() args=() stage=""
   case "$flavour/$line" in
     cpu/2.14) file="$ROOT/docker/Dockerfile"; aliases=(cpu) ;;
-    gpu/2.14) file="$ROOT/docker/Dockerfile.gpu"; aliases=(gpu) ;;
+    gpu/2.14) file="$ROOT/docker/Dockerfile.gpu"; aliases=(gpu); stage=build ;;
     cpu/2.21) file="$ROOT/docker/Dockerfile.2.21"; release=24.04 ;;
-    *) log "image: cpu or gpu of line 2.14, or cpu of line 2.21; not $flavour $line"; exit 2 ;;
+    gpu/2.21) file="$ROOT/docker/Dockerfile.2.21"; release=24.04; args=(--build-arg "TENSORFLOW=tensorflow[and-cuda]") ;;
+    *) log "image: cpu or gpu, of line 2.14 or 2.21; not $flavour $line"; exit 2 ;;
   esac
   # One build at a time: the whole suite's early build (below) and the tests' own call.
   mkdir -p "$CACHE_DIR"
@@ -205,10 +206,10 @@ image() {
   [ "$eng" = podman ] && format=(--format docker)
   tag="localhost/$IMAGE_NAME:$line-$flavour"
   started=$(date +%s)
-  if [ "$flavour" = gpu ]; then  # the build stage keeps a name, so the prune below leaves it cached
-    "$eng" build "${format[@]}" -f "$file" --target build -t "$tag-build" "$ROOT"
+  if [ -n "$stage" ]; then  # the compiler stage keeps a name, so the prune below leaves it cached
+    "$eng" build "${format[@]}" -f "$file" --target "$stage" -t "$tag-$stage" "$ROOT"
   fi
-  "$eng" build "${format[@]}" -f "$file" -t "$tag" "$ROOT"
+  "$eng" build "${format[@]}" "${args[@]}" -f "$file" -t "$tag" "$ROOT"
   for alias in "${aliases[@]}"; do "$eng" tag "$tag" "localhost/$IMAGE_NAME:$alias"; done
   "$eng" image prune -f >/dev/null  # the layers a rebuild left without a name
   log "built $tag in $(( $(date +%s) - started )) s, $(( $("$eng" image inspect --format '{{.Size}}' "$tag") / 1000000 )) MB"

@@ -35,15 +35,21 @@ def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirem
     assert "tensorflow==" not in text and "horovod==" not in text
 
 
-def test_the_2_21_image_installs_the_2_21_line_s_pins():
+def test_the_2_21_images_install_the_2_21_line_s_pins():
     text = open(DOCKERFILES[2]).read()
     for pins in ("requirements-2.21.txt", "requirements-image-2.21.txt"):
         assert pins in text
-    # tensorflow-cpu by its line of the pin file, named `tensorflow` before tf-keras asks for it.
-    first, named, rest = (text.index(part) for part in ("grep '^tensorflow-cpu=='", "python3 /opt/pins/tensorflow-name.py",
-                                                         "-r /opt/pins/requirements-2.21.txt"))
+    # TensorFlow (tensorflow-cpu, or tensorflow[and-cuda] for the GPU image) at the version of
+    # the pin file's line, named `tensorflow` before tf-keras asks for it; then the other pins.
+    first, named, rest = (text.index(part) for part in (
+        "\"${TENSORFLOW}==$(sed -n 's/^tensorflow-cpu==//p' /opt/pins/requirements-2.21.txt)\"",
+        "python3 /opt/pins/tensorflow-name.py", "-r /opt/pins/requirements-2.21-common.txt"))
     assert first < named < rest
+    assert "grep -v '^tensorflow-cpu==' /opt/pins/requirements-2.21.txt > /opt/pins/requirements-2.21-common.txt" in text
+    assert "ARG TENSORFLOW=tensorflow-cpu" in text
     assert not re.search(r"(tensorflow-cpu|keras)==\d", text)  # no second list of versions
+    build = open(os.path.join(PROJECT_ROOT, "build.sh")).read()
+    assert '--build-arg "TENSORFLOW=tensorflow[and-cuda]"' in build
 
 
 def load_cuda_wheels():
