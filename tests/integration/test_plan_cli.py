@@ -80,6 +80,9 @@ def test_plan_of_a_cluster_before_paying_for_it(quarters):
                         "--instance-type", "ml.p3.16xlarge")
     assert code == 0
     assert result["tensorflow_line"].startswith("TensorFlow 2.14 line: TensorFlow 2.14.0, oneDNN on Intel OpenMP")
+    # Each of a host's 8 processes gets its share of the host's CPUs; this build reads them all.
+    assert result["cpu_settings"].startswith("intra_op_threads=") and "OMP_NUM_THREADS=" in result["cpu_settings"]
+    assert "reads only" not in result["cpu_settings"]
     assert result["plan"]["mode"] == "horovod" and result["plan"]["world_size"] == 32
     assert result["plan"]["launch"]["kind"] == "sagemaker_mpi"
 

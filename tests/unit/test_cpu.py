@@ -41,6 +41,13 @@ def test_sources_are_reported():
     assert "OMP_NUM_THREADS=1(default)" in text
 
 
+def test_a_build_without_openmp_is_said_to_read_only_its_thread_counts():
+    settings = cpu.decide(parse_hyperparameters({}), 4, 2, 1, {})
+    assert "reads only" not in settings.describe()
+    assert settings.describe(openmp=False).startswith(settings.describe() + "; this TensorFlow build reads only "
+                                                      "intra_op_threads and inter_op_threads")
+
+
 def test_environment_variables():
     settings = cpu.decide(parse_hyperparameters({"kmp_blocktime": "5"}), 4, 2, 1, {})
     assert settings.environment() == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "disabled",

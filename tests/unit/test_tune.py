@@ -21,6 +21,12 @@ def test_values_tried_follow_the_host(cpus, cores, intra, inter, omp):
     assert values["kmp_affinity"] == [DEFAULT_KMP_AFFINITY, "disabled"] and values["kmp_blocktime"] == [0, 1, 200]
 
 
+@pytest.mark.parametrize("cpus, cores", [(2, 1), (96, 48)])
+def test_a_build_without_openmp_is_searched_on_its_thread_counts_alone(cpus, cores):
+    assert dict(tune.knobs(cpus, cores, openmp=False)) == {
+        name: values for name, values in tune.knobs(cpus, cores) if name in ("intra_op_threads", "inter_op_threads")}
+
+
 def rate_of(settings):
     """A made-up speed: more OpenMP threads and no binding are faster; blocktime 200 slower."""
     return (100 + 10 * settings["omp_num_threads"] + (5 if settings["kmp_affinity"] == "disabled" else 0)

@@ -18,6 +18,7 @@ import os
 import tempfile
 
 from trainer.contract.job import base_dir_from_env, read_job
+from trainer.cpu import settings as cpu
 from trainer.errors import JobError
 from trainer.local import runner
 from trainer.plan.planner import make_plan
@@ -47,7 +48,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         folder = os.path.abspath(args.job_dir or base_dir_from_env())
         job = read_job(folder)
         plan = make_plan(job)
-        result = {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(), "folders": folders_of(job)}
+        result = described(job, plan)
         if args.check_input:
             if plan.input_mode == "Pipe":
                 raise JobError("--check-input reads File-mode folders; for a Pipe-mode job give its "
@@ -62,11 +63,19 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         folders = local.lay_out(os.path.join(folder, "job"))
         job = read_job(folders[local.host_names[0]])
         plan = make_plan(job)
-        result = {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(), "folders": folders_of(job)}
+        result = described(job, plan)
         if args.check_input:
             readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
             result["check_input"] = check(plan, readable, job)
     return result
+
+
+def described(job, plan) -> dict:
+    """The plan, the TensorFlow build that runs it, each training process's CPU settings
+    (what `train` sets on this host, and which of them that build reads) and the folders."""
+    settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
+    return {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(),
+            "cpu_settings": settings.describe(job.tf_line.openmp), "folders": folders_of(job)}
 
 
 def folders_of(job) -> dict:

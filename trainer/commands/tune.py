@@ -68,13 +68,14 @@ def main(args: argparse.Namespace) -> int:
         job_dir = local.lay_out(folder)[local.host_names[0]]
         job = read_job(job_dir)
         start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
+        print(job.tf_line.describe())  # which build the probes measure, and which settings it reads
         outcome = tune_job(job, start, args.seconds)
         kept, kept_rate, start_rate = outcome.kept, outcome.kept_rate, outcome.start_rate
         batches = []
         for batch_size in [int(b) for b in args.batch_sizes.split(",") if b]:
             batches.append({"batch_size": batch_size,
                             "samples_per_sec": measure_in_subprocess(job_dir, batch_size)(kept)})
-    result = {"start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
+    result = {"tensorflow_line": job.tf_line.describe(), "start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
               "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in outcome.trials],
               "batch_sizes": batches, "seconds": round(outcome.seconds, 1)}
     os.makedirs(args.out, exist_ok=True)

@@ -38,7 +38,8 @@ class CpuSettings:
             "KMP_SETTINGS": "1" if self.kmp_settings else "0",
         }
 
-    def describe(self) -> str:
+    def describe(self, openmp: bool = True) -> str:
+        """`openmp`: whether this TensorFlow build reads the OpenMP variables (trainer.tf_line)."""
         values = {
             "intra_op_threads": self.intra_op_threads,
             "inter_op_threads": self.inter_op_threads,
@@ -47,7 +48,10 @@ class CpuSettings:
             "KMP_BLOCKTIME": self.kmp_blocktime,
             "KMP_SETTINGS": int(self.kmp_settings),
         }
-        return " ".join(f"{key}={value}({self.sources[key]})" for key, value in values.items())
+        described = " ".join(f"{key}={value}({self.sources[key]})" for key, value in values.items())
+        return described if openmp else (described + "; this TensorFlow build reads only intra_op_threads and "
+                                         "inter_op_threads: the OMP_*/KMP_* values are exported as AWS's image "
+                                         "exports them, for OpenMP libraries a script loads")
 
 
 def decide(hp, num_cpus: int, num_physical_cores: int, processes_per_host: int = 1,
@@ -114,8 +118,10 @@ def physical_cores(cpus: set[int]) -> int:
 
 def apply_environment(settings: CpuSettings) -> None:
     """Export the OpenMP variables; call before TensorFlow is imported."""
+    from trainer.tf_line import installed
+
     os.environ.update(settings.environment())
-    log.info("CPU settings: %s", settings.describe())
+    log.info("CPU settings: %s", settings.describe(installed().openmp))
 
 
 def apply_tensorflow_threads(settings: CpuSettings) -> None:

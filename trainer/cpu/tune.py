@@ -29,18 +29,23 @@ PROBE_STEPS = 150
 PROBE_TIMEOUT_SEC = 300
 
 
-def knobs(num_cpus: int, cores: int) -> list[tuple[str, list]]:
-    """Pure: each setting and the values tried for it, in the order the search visits them."""
+def knobs(num_cpus: int, cores: int, openmp: bool = True) -> list[tuple[str, list]]:
+    """Pure: each setting and the values tried for it, in the order the search visits them.
+    `openmp`: the build runs oneDNN on Intel OpenMP (the 2.14 line); stock TensorFlow (the
+    2.21 line) reads only its own thread counts, so the OpenMP variables are not searched
+    there (docs/performance.md, "CPU settings on each line", measured them)."""
     def distinct(*values):
         return sorted({max(1, v) for v in values})
 
-    return [
+    threads = [
         ("intra_op_threads", distinct(num_cpus, cores, num_cpus // 2)),
         ("inter_op_threads", distinct(1, 2, 4 if num_cpus >= 8 else 1)),
+    ]
+    return threads + [
         ("omp_num_threads", distinct(cores, num_cpus, 1)),
         ("kmp_affinity", [cpu.DEFAULT_KMP_AFFINITY, "disabled"]),
         ("kmp_blocktime", [0, 1, 200]),
-    ]
+    ] if openmp else threads
 
 
 def settings_as_dict(settings: cpu.CpuSettings) -> dict:
@@ -115,7 +120,8 @@ def tune_job(job, start: dict, seconds: float) -> Outcome:
     """Search from `start` on the job in `job.base_dir`, then confirm the winner."""
     measure = measure_in_subprocess(job.base_dir)
     began = time.monotonic()
-    best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores), began + seconds)
+    best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores, job.tf_line.openmp),
+                          began + seconds)
     kept, kept_rate, start_rate = confirm(measure, start, best)
     return Outcome(start, kept, kept_rate, start_rate, trials, time.monotonic() - began)
 

@@ -227,7 +227,7 @@ class TrainingRun:
             "distribution": self.plan.mode,
             "world_size": self.plan.world_size,
             "global_batch_size": self.plan.global_batch_size,
-            "cpu_settings": self.cpu_settings.describe() if self.cpu_settings else None,
+            "cpu_settings": self.cpu_settings.describe(self.job.tf_line.openmp) if self.cpu_settings else None,
         }
 
     def _export(self, metrics: dict) -> None:
