@@ -1,5 +1,8 @@
 """Which line a TensorFlow version is on, and what each line gives the container's own training."""
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -31,6 +34,24 @@ def test_the_installed_line_is_the_installed_tensorflow_s(monkeypatch):
     monkeypatch.delenv(LEGACY_KERAS_ENV, raising=False)
     installed().use_own_keras()
     assert os.environ.get(LEGACY_KERAS_ENV) == dict(installed().own_model_environment).get(LEGACY_KERAS_ENV)
+
+
+# After a oneDNN matmul, the OpenMP runtimes the process has loaded (none: OMP_*/KMP_* cannot act).
+OPENMP_RUNTIMES = """
+import json, os, tensorflow as tf
+tf.linalg.matmul(tf.ones((256, 512)), tf.ones((512, 256)))
+print(json.dumps(sorted({os.path.basename(line.split()[-1]) for line in open("/proc/self/maps")
+              if os.path.basename(line.split()[-1]).startswith(("libiomp", "libgomp", "libomp"))})))
+"""
+
+
+def test_the_installed_line_says_whether_its_tensorflow_runs_on_openmp():
+    done = subprocess.run([sys.executable, "-c", OPENMP_RUNTIMES], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runtimes = json.loads(done.stdout.strip().splitlines()[-1])
+    # intel-tensorflow (2.14) loads Intel's libiomp5; stock TensorFlow (2.21) none.
+    assert bool(runtimes) == installed().openmp, runtimes
+    assert runtimes in ([], ["libiomp5.so"])
 
 
 @pytest.mark.parametrize("source, found", [

@@ -328,7 +328,8 @@ SPECS: tuple[Spec, ...] = (
          group="cpu", minimum=0, allow_auto=True),
     Spec("inter_op_threads", "int", None, "TensorFlow inter-op threads; auto: 2.",
          group="cpu", minimum=0, allow_auto=True),
-    Spec("omp_num_threads", "int", None, "OMP_NUM_THREADS for oneDNN; auto: physical cores per process minus one.",
+    Spec("omp_num_threads", "int", None, ("OMP_NUM_THREADS for oneDNN on Intel OpenMP (the 2.14 line; the 2.21 line's "
+         "stock TensorFlow does not read it or the KMP_* settings); auto: physical cores per process minus one."),
          group="cpu", minimum=1, allow_auto=True),
     Spec("kmp_affinity", "str", None, "KMP_AFFINITY; auto: granularity=fine,compact,1,0, "
          "or disabled where a process has one OpenMP thread.",
