@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tag the built image and push it to ECR (or to any registry given with --registry).
 #
-#   docker/push.sh ENGINE [--dry-run] [--flavour cpu|gpu|2.14-cpu|2.21-cpu] [--account ID] [--region REGION]
+#   docker/push.sh ENGINE [--dry-run] [--flavour cpu|gpu|2.14-cpu|2.14-gpu|2.21-cpu|2.21-gpu] [--account ID] [--region REGION]
 #                         [--repository NAME] [--tag TAG] [--registry HOST[:PORT]] [--insecure]
 #
 # --flavour names the local image (localhost/sagemaker-tf-trainer:FLAVOUR) and, without --tag,
