@@ -10,8 +10,9 @@
 #                             the background meanwhile. With ARGS: pytest ARGS (2.14 line).
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tier alone, in its environment
-#   ./build.sh bench [ARGS]   set up, then run a shipped benchmark (trainer bench ARGS; peer, build
-#                             and scripts make their own environments from bench-envs/)
+#   ./build.sh bench [--line 2.21] [ARGS]  set up, then run a shipped benchmark (trainer bench ARGS)
+#                             on the 2.14 line, or the 2.21 line; peer, build and scripts make
+#                             their own environments from bench-envs/
 #   ./build.sh base [22.04|24.04]  make that Ubuntu in the engine's store when no registry answers
 #   ./build.sh image [cpu|gpu] [2.14|2.21]  build the training image of a TensorFlow line (default
 #                             2.14; tags 2.14-cpu and cpu, 2.14-gpu and gpu, 2.21-cpu, 2.21-gpu)
@@ -341,13 +342,16 @@ pip_install() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check "${@:1:$#-1}"
 }
 
-# `bench peer` and `bench build` (or `bench all`) run code in their own environments.
+# bench [--line 2.21] NAME ...: in the 2.14 line's environment, or the other line's. `bench
+# peer` and `bench build` (or `bench all`) run code in their own environments besides.
 bench() {
+  local run=(run_in_env)
+  if [ "${1:-}" = --line ]; then run=(run_in_line "${2:?bench --line 2.21 NAME}"); shift 2; cd "$ROOT"; fi
   case "${1:-}" in
     peer|all) export TRAINER_BENCH_DEEPCTR_PYTHON="${TRAINER_BENCH_DEEPCTR_PYTHON:-$(bench_env deepctr)}" ;;&
     build|scripts|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
   esac
-  run_in_env trainer bench "$@"
+  "${run[@]}" trainer bench "$@"
 }
 
 # The image's lock (its Python differs from this machine's): what a build resolved, frozen.

@@ -11,13 +11,16 @@ from trainer import modes
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.cpu.settings import bfloat16_supported
 from trainer.plan.planner import steps_per_execution
+from trainer.tf_line import installed
 
 pytestmark = pytest.mark.slow
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def bench(tmp_path, *args, timeout=900):
-    done = subprocess.run(["./build.sh", "bench", *args, "--out", str(tmp_path)], cwd=PROJECT_ROOT,
+    """`./build.sh bench` on the line this test runs on (the 2.21 line's tier: `--line 2.21`)."""
+    line = [] if installed().name == "2.14" else ["--line", installed().name]
+    done = subprocess.run(["./build.sh", "bench", *line, *args, "--out", str(tmp_path)], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     name = args[0]
@@ -46,6 +49,17 @@ def test_ceiling(tmp_path):
     result, _ = bench(tmp_path, "ceiling", "--rows", "6000", "--steps", "30", "--rounds", "1")
     shares = {row["case"]: row["of_ceiling"] for row in result["rows"]}
     assert shares["ceiling"] == 1.0 and all(share > 0 for share in shares.values())
+
+
+@pytest.mark.cores(1)
+def test_settings(tmp_path):
+    result, out = bench(tmp_path, "settings", "--rows", "6000", "--steps", "30", "--rounds", "1")
+    rows = {row["case"]: row for row in result["rows"]}
+    assert rows["default"]["vs_default"] == 1.0 and all(row["samples_per_sec"] > 0 for row in rows.values())
+    # The OpenMP variables are read where this line's TensorFlow runs on OpenMP; thread counts always.
+    assert rows["OMP_NUM_THREADS=2"]["read_by_this_build"] is installed().openmp
+    assert rows["inter_op_threads=1"]["read_by_this_build"] is True
+    assert out.startswith(installed().describe())
 
 
 @pytest.mark.cores(1)

@@ -1,6 +1,7 @@
 """The tuner's decisions: which values it tries, how the search moves, what it keeps."""
 import pytest
 
+from trainer.bench import cpu_settings
 from trainer.cpu import tune
 from trainer.cpu.settings import DEFAULT_KMP_AFFINITY
 
@@ -25,6 +26,22 @@ def test_values_tried_follow_the_host(cpus, cores, intra, inter, omp):
 def test_a_build_without_openmp_is_searched_on_its_thread_counts_alone(cpus, cores):
     assert dict(tune.knobs(cpus, cores, openmp=False)) == {
         name: values for name, values in tune.knobs(cpus, cores) if name in ("intra_op_threads", "inter_op_threads")}
+
+
+@pytest.mark.parametrize("cpus, openmp, omp_read", [(2, True, True), (2, False, False), (1, True, True)])
+def test_the_settings_benchmark_changes_one_setting_at_a_time(cpus, openmp, omp_read):
+    start = {**START, "intra_op_threads": 1, "kmp_affinity": "disabled"}  # the defaults on 2 vCPUs
+    cases = cpu_settings.cases(start, cpus, openmp)
+    every_vcpu = max(2, cpus)
+    changed = {name: {key for key in start if settings[key] != start[key]} | set(environment)
+               for name, (settings, environment, _) in cases.items()}
+    assert changed == {"default": set(), f"OMP_NUM_THREADS={every_vcpu}": {"omp_num_threads"},
+                       f"OMP_NUM_THREADS={every_vcpu}, compact, KMP_BLOCKTIME=200":
+                           {"omp_num_threads", "kmp_affinity", "kmp_blocktime"},
+                       f"intra_op_threads={every_vcpu}": {"intra_op_threads"},
+                       "inter_op_threads=1": {"inter_op_threads"}, "TF_ENABLE_ONEDNN_OPTS=0": {"TF_ENABLE_ONEDNN_OPTS"}}
+    assert {name: read for name, (_, _, read) in cases.items() if name.startswith("OMP")} == {
+        name: omp_read for name in cases if name.startswith("OMP")}
 
 
 def rate_of(settings):

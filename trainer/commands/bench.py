@@ -24,6 +24,7 @@ BENCHMARKS = {
     "scripts": "trainer.bench.script_speeds",
     "build": "trainer.bench.build",
     "hetero": "trainer.bench.hetero",
+    "settings": "trainer.bench.cpu_settings",
 }
 
 

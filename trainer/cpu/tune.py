@@ -95,12 +95,12 @@ def probe_command(settings: dict, batch_size: int | None = None, steps: int = PR
     return command, env
 
 
-def measure_in_subprocess(base_dir: str, batch_size: int | None = None):
+def measure_in_subprocess(base_dir: str, batch_size: int | None = None, steps: int = PROBE_STEPS):
     from trainer.contract.job import BASE_DIR_ENV
     from trainer.cpu.measure import json_result
 
     def measure(settings: dict) -> float:
-        command, env = probe_command(settings, batch_size)
+        command, env = probe_command(settings, batch_size, steps)
         return json_result(command, {**os.environ, **env, BASE_DIR_ENV: base_dir}, PROBE_TIMEOUT_SEC,
                            "tuning probe")["samples_per_sec"]
     return measure
