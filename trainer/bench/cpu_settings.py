@@ -59,20 +59,8 @@ def run(args: argparse.Namespace) -> dict:
         start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
         measure = measure_in_subprocess(job.base_dir, steps=args.steps)
         table = cases(start, job.num_cpus, job.tf_line.openmp)
-
-        def measured(settings: dict, environment: dict):
-            def once() -> float:
-                saved = {name: os.environ.get(name) for name in environment}
-                os.environ.update(environment)  # the probe's process inherits it
-                try:
-                    return measure(settings)
-                finally:
-                    for name, value in saved.items():
-                        os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
-            return once
-
-        rates = interleaved({name: measured(settings, environment) for name, (settings, environment, _) in
-                             table.items()}, args.rounds)
+        rates = interleaved({name: (lambda settings=settings, environment=environment: measure(settings, environment))
+                             for name, (settings, environment, _) in table.items()}, args.rounds)
     base = rates["default"]
     rows = [{"case": name, "samples_per_sec": round(rates[name], 1), "vs_default": round(rates[name] / base, 3),
              "read_by_this_build": read} for name, (_, _, read) in table.items()]

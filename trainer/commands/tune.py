@@ -75,7 +75,8 @@ def main(args: argparse.Namespace) -> int:
         for batch_size in [int(b) for b in args.batch_sizes.split(",") if b]:
             batches.append({"batch_size": batch_size,
                             "samples_per_sec": measure_in_subprocess(job_dir, batch_size)(kept)})
-    result = {"tensorflow_line": job.tf_line.describe(), "start": start, "kept": kept, "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
+    result = {"tensorflow_line": job.tf_line.describe(), "start": start, "kept": kept,
+              "kept_samples_per_sec": kept_rate, "start_samples_per_sec": start_rate,
               "trials": [{**settings, "samples_per_sec": round(rate, 1)} for settings, rate in outcome.trials],
               "batch_sizes": batches, "seconds": round(outcome.seconds, 1)}
     os.makedirs(args.out, exist_ok=True)

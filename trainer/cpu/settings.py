@@ -2,7 +2,9 @@
 
 intel-tensorflow runs oneDNN on Intel OpenMP, which reads OMP_NUM_THREADS, KMP_AFFINITY,
 KMP_BLOCKTIME and KMP_SETTINGS once, when TensorFlow loads: `apply_environment` must run
-before TensorFlow is imported, `apply_tensorflow_threads` right after.
+before TensorFlow is imported, `apply_tensorflow_threads` right after. Stock TensorFlow (the
+2.21 line) loads no OpenMP runtime and reads only the thread counts; the variables are still
+exported there, as AWS's images export them (docs/performance.md, "CPU settings on each line").
 
 Precedence for each setting: hyperparameter > the process environment (e.g. the image's
 defaults, container/environment) > a default derived from the job's CPUs.
@@ -12,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+
+from trainer.tf_line import installed
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +122,6 @@ def physical_cores(cpus: set[int]) -> int:
 
 def apply_environment(settings: CpuSettings) -> None:
     """Export the OpenMP variables; call before TensorFlow is imported."""
-    from trainer.tf_line import installed
-
     os.environ.update(settings.environment())
     log.info("CPU settings: %s", settings.describe(installed().openmp))
 

@@ -99,10 +99,11 @@ def measure_in_subprocess(base_dir: str, batch_size: int | None = None, steps: i
     from trainer.contract.job import BASE_DIR_ENV
     from trainer.cpu.measure import json_result
 
-    def measure(settings: dict) -> float:
+    def measure(settings: dict, environment: dict | None = None) -> float:
+        """`environment`: more variables for the probe's process (bench settings' oneDNN switch)."""
         command, env = probe_command(settings, batch_size, steps)
-        return json_result(command, {**os.environ, **env, BASE_DIR_ENV: base_dir}, PROBE_TIMEOUT_SEC,
-                           "tuning probe")["samples_per_sec"]
+        return json_result(command, {**os.environ, **env, **(environment or {}), BASE_DIR_ENV: base_dir},
+                           PROBE_TIMEOUT_SEC, "tuning probe")["samples_per_sec"]
     return measure
 
 
