@@ -58,12 +58,12 @@ def run(args: argparse.Namespace) -> dict:
         job = read_job(LocalJob({"training": [data["train"]]}, {}).lay_out(os.path.join(folder, "job"))["algo-1"])
         start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
         measure = measure_in_subprocess(job.base_dir, steps=args.steps)
-        table = cases(start, job.num_cpus, job.tf_line.openmp)
+        one_change_each = cases(start, job.num_cpus, job.tf_line.openmp)
         rates = interleaved({name: (lambda settings=settings, environment=environment: measure(settings, environment))
-                             for name, (settings, environment, _) in table.items()}, args.rounds)
+                             for name, (settings, environment, _) in one_change_each.items()}, args.rounds)
     base = rates["default"]
     rows = [{"case": name, "samples_per_sec": round(rates[name], 1), "vs_default": round(rates[name] / base, 3),
-             "read_by_this_build": read} for name, (_, _, read) in table.items()]
+             "read_by_this_build": read} for name, (_, _, read) in one_change_each.items()]
     return {"benchmark": "settings", "tensorflow_line": job.tf_line.describe(), "default": start, "rows": rows,
             "rows_of_data": args.rows, "steps": args.steps, "rounds": args.rounds}
 
