@@ -349,7 +349,11 @@ bench() {
   if [ "${1:-}" = --line ]; then run=(run_in_line "${2:?bench --line 2.21 NAME}"); shift 2; cd "$ROOT"; fi
   case "${1:-}" in
     peer|all) export TRAINER_BENCH_DEEPCTR_PYTHON="${TRAINER_BENCH_DEEPCTR_PYTHON:-$(bench_env deepctr)}" ;;&
-    build|scripts|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
+    build|all) export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
+    # The 2.21 line's own TensorFlow is stock tensorflow-cpu, AWS's build: scripts run the AWS
+    # way in the line's environment.
+    scripts) [ "${run[0]}" = run_in_line ] ||
+               export TRAINER_BENCH_TF_CPU_PYTHON="${TRAINER_BENCH_TF_CPU_PYTHON:-$(bench_env tensorflow-cpu)}" ;;
   esac
   "${run[@]}" trainer bench "$@"
 }

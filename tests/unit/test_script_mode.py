@@ -14,6 +14,7 @@ from trainer.errors import JobError
 from trainer.launch.host import describe
 from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
 from trainer.plan.planner import make_plan
+from trainer.tf_line import LINES
 from trainer.contract.user_code import EntryPoint, classify, classify_source
 
 HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"
@@ -229,11 +230,14 @@ def test_script_plan(name):
     (script_job(hosts=2, sdk=MPI_2), True, "horovod (sagemaker_mpi_enabled: Horovod over MPI); 2 script "
      "process(es) per host, world size 4, the script sets its own batch size and learning rate (scale them by "
      "TRAINER_LEARNING_RATE_SCALE=4, or kit.learning_rate)", "global batch"),
+    (dataclasses.replace(script_job(hosts=2, sdk=MPI_2), tf_line=LINES["2.21"]), True,
+     "horovod (sagemaker_mpi_enabled: the script's ranks under mpirun (mpi4py; this line has no Horovod)); 2 "
+     "script process(es) per host", "Horovod over MPI"),
     (script_job(), True, "1 script process(es) per host, world size 1, the script sets its own batch size and "
      "learning rate (scale them by TRAINER_LEARNING_RATE_SCALE=1", "learning rate 0.001"),
     (job(hosts=2, sdk=MPI_2), False, "2 training process(es) per host, world size 4, global batch 1024, learning "
      "rate 0.004 (x4)", "TRAINER_LEARNING_RATE_SCALE"),
-], ids=["script-mpi", "script-one-host", "built-in-mpi"])
+], ids=["script-mpi", "script-mpi-2.21", "script-one-host", "built-in-mpi"])
 def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never):
     """A script picks its own batch size and learning rate: its line says what it is given instead."""
     line = describe(make_plan(the_job), runs_script)

@@ -1,16 +1,19 @@
 """Users' own training scripts through `train`, against the way AWS's TensorFlow container
-runs them: a Keras DeepFM script, the same with Horovod on 2 ranks of one host, and the
-Keras script reading its data through `trainer.kit` (trainer/bench/user_scripts/).
+runs them (trainer/bench/user_scripts/): a Keras DeepFM script; the same with Horovod on 2
+ranks of one host (the 2.14 line) or under MultiWorkerMirroredStrategy on 2 hosts (the 2.21
+line: AWS's 2.21 image has no Horovod); and the Keras script reading its data through
+`trainer.kit`.
 
-Through `train` (`trainer local`, this project's environment): the image's TensorFlow
-build (intel-tensorflow on Intel OpenMP), each process's CPU settings for its share of the
-host, Horovod's ranks bound to their own cores. AWS's way (bench-envs/tensorflow-cpu.txt,
-made by `./build.sh bench scripts`, which sets TRAINER_BENCH_TF_CPU_PYTHON): stock
-tensorflow-cpu 2.14 with Horovod built against it, the script run as AWS's toolkit runs
-it (`python script.py`, or `mpirun ... python -m mpi4py script.py` with its binding, none),
-with no CPU settings: each rank sees every core. The kit script's counterpart there is the
-plain Keras script (AWS's container has no kit). Each script reports its own samples/sec
-(after its first 20 steps); one run of each.
+Through `train` (`trainer local`, this line's environment): the line's TensorFlow build,
+each process's CPU settings for its share of the host, Horovod's ranks bound to their own
+cores. AWS's way, with no CPU settings (each process sees every core), the script run as
+AWS's toolkit runs it (`python script.py`; `mpirun ... python -m mpi4py script.py` with its
+binding, none; one `python script.py` a host with the TF_CONFIG the toolkit writes): on the
+2.14 line in bench-envs/tensorflow-cpu.txt (stock tensorflow-cpu 2.14 with Horovod built
+against it; `./build.sh bench scripts` sets TRAINER_BENCH_TF_CPU_PYTHON), on the 2.21 line
+in the line's own environment, whose tensorflow-cpu 2.21 is the build AWS's 2.21 image runs.
+The kit script's counterpart there is the plain Keras script (AWS's container has no kit).
+Each script reports its own samples/sec (after its first 20 steps); one run of each.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,12 +32,14 @@ from trainer.errors import JobError
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_scripts")
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT = re.compile(r"BENCH_RESULT (\{.*\})")
-# The cases: (script, how many ranks on the host) through `train`, and the script AWS's
-# container runs for the same work.
+# The cases of each line: name: (script, ranks a host, hosts) through `train`, and the
+# script AWS's container runs for the same work.
+KERAS = {"Keras script": ("deepfm_keras.py", 1, 1, "deepfm_keras.py")}
+KIT = {"Keras script, data by trainer.kit": ("deepfm_kit.py", 1, 1, "deepfm_keras.py")}
 CASES = {
-    "Keras script": ("deepfm_keras.py", 1, "deepfm_keras.py"),
-    "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, "deepfm_horovod.py"),
-    "Keras script, data by trainer.kit": ("deepfm_kit.py", 1, "deepfm_keras.py"),
+    "2.14": {**KERAS, "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, 1, "deepfm_horovod.py"), **KIT},
+    "2.21": {**KERAS, "Multi-worker mirrored script, 2 hosts": ("deepfm_multi_worker.py", 1, 2,
+                                                                "deepfm_multi_worker.py"), **KIT},
 }
 # What AWS's toolkit gives mpirun on one host (sagemaker_training.mpi): no binding.
 AWS_MPI_OPTIONS = ["--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-mca", "btl_vader_single_copy_mechanism",
@@ -46,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="generated training records")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--aws-python", default=os.environ.get("TRAINER_BENCH_TF_CPU_PYTHON"),
-                        help="python of the stock tensorflow-cpu environment (./build.sh bench scripts sets it)")
+                        help="python of the stock tensorflow-cpu environment (./build.sh bench scripts sets it; "
+                             "on the 2.21 line, this environment's own)")
 
 
 def reported_rate(output: str, what: str) -> float:
@@ -56,11 +63,14 @@ def reported_rate(output: str, what: str) -> float:
     return float(json.loads(found[-1])["samples_per_sec"])
 
 
-def through_train(script: str, ranks: int, data: str, epochs: int, folder: str) -> float:
+def through_train(script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> float:
     hyperparameters = {"sagemaker_program": script, "sagemaker_submit_directory": SCRIPTS, "epochs": epochs}
     if ranks > 1:
         hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=ranks)
-    command = [sys.executable, "-m", "trainer", "local", "--channel", f"training={data}", "--job-dir", folder]
+    if hosts > 1:
+        hyperparameters.update(sagemaker_multi_worker_mirrored_strategy_enabled="true")
+    command = [sys.executable, "-m", "trainer", "local", "--channel", f"training={data}", "--job-dir", folder,
+               "--hosts", str(hosts)]
     command += [arg for key, value in hyperparameters.items() for arg in ("--hp", f"{key}={value}")]
     env = {key: value for key, value in os.environ.items() if key not in CPU_VARIABLES}
     done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800)
@@ -69,7 +79,17 @@ def through_train(script: str, ranks: int, data: str, epochs: int, folder: str) 
     return reported_rate(done.stdout, f"{script} through train")
 
 
-def the_aws_way(python: str, script: str, ranks: int, data: str, epochs: int, folder: str) -> float:
+def unused_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for each in sockets:
+        each.bind(("localhost", 0))
+    ports = [each.getsockname()[1] for each in sockets]
+    for each in sockets:
+        each.close()
+    return ports
+
+
+def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> float:
     """As AWS's container runs it: the toolkit's SM_* variables for the script, its command."""
     env = {key: value for key, value in os.environ.items()
            if key not in CPU_VARIABLES and not key.startswith(("TRAINER_", "SM_"))}
@@ -81,34 +101,50 @@ def the_aws_way(python: str, script: str, ranks: int, data: str, epochs: int, fo
                    for arg in ("-x", key)]
         program = ["mpirun", "--host", f"localhost:{ranks}", "-np", str(ranks), *AWS_MPI_OPTIONS, *exports,
                    python, "-m", "mpi4py", script, "--epochs", str(epochs)]
-    done = subprocess.run(program, cwd=SCRIPTS, env=env, capture_output=True, text=True, timeout=1800)
-    if done.returncode:
-        raise JobError(f"bench scripts: {script} the AWS way failed: {(done.stdout + done.stderr)[-3000:]}")
-    return reported_rate(done.stdout, f"{script} the AWS way")
+    # One process a host; the cluster's workers as the toolkit's TF_CONFIG lists them.
+    workers = [f"localhost:{port}" for port in unused_ports(hosts)] if hosts > 1 else []
+    started = [subprocess.Popen(program, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**env, "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
+                                                                      "task": {"type": "worker", "index": host}})}
+                                if workers else env)
+               for host in range(hosts)]
+    try:
+        outputs = [process.communicate(timeout=1800)[0] for process in started]
+    finally:
+        for process in started:
+            process.kill()
+    if any(process.returncode for process in started):
+        raise JobError(f"bench scripts: {script} the AWS way failed: {''.join(outputs)[-3000:]}")
+    return reported_rate(outputs[0], f"{script} the AWS way")
 
 
 def run(args: argparse.Namespace) -> dict:
+    from trainer import tf_line
     from trainer.data import datagen
 
-    if not args.aws_python:
+    line = tf_line.installed()
+    # Stock TensorFlow's line (2.21) runs the very build AWS's image runs: its own environment.
+    python = args.aws_python or (sys.executable if not line.openmp else None)
+    if not python:
         raise JobError("bench scripts needs the stock tensorflow-cpu environment: run it as ./build.sh bench scripts "
                        "(or pass --aws-python)")
     folder = tempfile.mkdtemp(prefix="trainer-bench-scripts-")
     try:
         data = datagen.generate(os.path.join(folder, "data"), args.rows, 0, files=4)["train"]
-        aws: dict[str, float] = {}
+        aws: dict[tuple, float] = {}
         rows = []
-        for name, (script, ranks, aws_script) in CASES.items():
-            ours = through_train(script, ranks, data, args.epochs, os.path.join(folder, f"train-{len(rows)}"))
-            key = (aws_script, ranks)
+        for name, (script, ranks, hosts, aws_script) in CASES[line.name].items():
+            ours = through_train(script, ranks, hosts, data, args.epochs, os.path.join(folder, f"train-{len(rows)}"))
+            key = (aws_script, ranks, hosts)
             if key not in aws:
-                aws[key] = the_aws_way(args.aws_python, aws_script, ranks, data, args.epochs,
+                aws[key] = the_aws_way(python, aws_script, ranks, hosts, data, args.epochs,
                                        os.path.join(folder, f"aws-{len(rows)}"))
-            rows.append({"script": name, "ranks": ranks, "train_samples_per_sec": round(ours, 1),
+            rows.append({"script": name, "ranks": ranks * hosts, "train_samples_per_sec": round(ours, 1),
                          "aws_samples_per_sec": round(aws[key], 1), "ratio": round(ours / aws[key], 2)})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return {"benchmark": "scripts", "rows": rows, "train_rows": args.rows, "epochs": args.epochs}
+    return {"benchmark": "scripts", "tensorflow_line": line.name, "rows": rows, "train_rows": args.rows,
+            "epochs": args.epochs}
 
 
 def table(result: dict) -> str:

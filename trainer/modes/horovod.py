@@ -81,7 +81,10 @@ class Horovod(Mode):
     needs_horovod = True  # a script launched by mpirun needs only MPI (mpi4py, or Horovod if it has it)
 
     def requested(self, job) -> str | None:
-        return f"{sdk.MPI}: Horovod over MPI" if sdk.enabled(job, sdk.MPI) else None
+        if not sdk.enabled(job, sdk.MPI):
+            return None
+        return f"{sdk.MPI}: " + ("Horovod over MPI" if job.tf_line.horovod
+                                 else "the script's ranks under mpirun (mpi4py; this line has no Horovod)")
 
     def suits(self, job) -> str | None:
         hosts, gpus = len(job.hosts), job.num_gpus

@@ -1,6 +1,6 @@
 """What the benchmark's user scripts share, as a user's source_dir often holds such a module:
 the DeepFM sample's record layout parsed record by record (as AWS's samples do), a DeepFM
-in plain Keras, the script's arguments, and a callback that reports its own samples/sec."""
+in plain Keras (2 or 3), the script's arguments, and a callback that reports its own samples/sec."""
 import argparse
 import glob
 import json
@@ -34,18 +34,27 @@ def dataset(folder, batch_size, shard=(1, 0)):
     return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
+class FactorizationMachine(tf.keras.layers.Layer):
+    """DeepFM's first- and second-order terms, and the value-scaled vectors the deep part
+    reads: TensorFlow ops inside a layer, so the model builds on Keras 2 and Keras 3 alike."""
+
+    def call(self, inputs):
+        weights, vectors, values = inputs
+        scaled = vectors * tf.expand_dims(values, -1)
+        first = tf.reduce_sum(weights[:, :, 0] * values, axis=1, keepdims=True)
+        second = 0.5 * tf.reduce_sum(tf.square(tf.reduce_sum(scaled, 1)) - tf.reduce_sum(tf.square(scaled), 1),
+                                     axis=1, keepdims=True)
+        return first + second, tf.reshape(scaled, [-1, scaled.shape[1] * scaled.shape[2]])
+
+
 def deepfm(learning_rate, optimizer=None):
-    ids = tf.keras.Input((FIELDS,), dtype=tf.int64, name="ids")
+    ids = tf.keras.Input((FIELDS,), dtype="int64", name="ids")
     values = tf.keras.Input((FIELDS,), name="values")
-    weights = tf.keras.layers.Embedding(FEATURES, 1)(ids)[:, :, 0]
-    vectors = tf.keras.layers.Embedding(FEATURES, 8)(ids) * tf.expand_dims(values, -1)
-    first = tf.reduce_sum(weights * values, axis=1, keepdims=True)
-    second = 0.5 * tf.reduce_sum(tf.square(tf.reduce_sum(vectors, 1)) - tf.reduce_sum(tf.square(vectors), 1),
-                                 axis=1, keepdims=True)
-    deep = tf.keras.layers.Flatten()(vectors)
+    shallow, deep = FactorizationMachine()(
+        [tf.keras.layers.Embedding(FEATURES, 1)(ids), tf.keras.layers.Embedding(FEATURES, 8)(ids), values])
     for units in (256, 128, 64):
         deep = tf.keras.layers.Dropout(0.5)(tf.keras.layers.Dense(units, activation="relu")(deep))
-    logit = first + second + tf.keras.layers.Dense(1)(deep)
+    logit = tf.keras.layers.Add()([shallow, tf.keras.layers.Dense(1)(deep)])
     model = tf.keras.Model({"ids": ids, "values": values}, tf.keras.layers.Activation("sigmoid")(logit))
     model.compile(optimizer=optimizer or tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy")
     return model
