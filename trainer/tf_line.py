@@ -40,6 +40,14 @@ class Line:
                 f"{self.keras}; the built-in model and hooks run on {own}; Horovod "
                 f"{'installed' if self.horovod else 'not on this line'}")
 
+    def script_environment(self, keras_3_trains: bool, environ) -> tuple[tuple[str, str], ...]:
+        """What a user's script's processes get from the line: tf.keras as tf-keras (Keras 2)
+        where the mode's strategy cannot train Keras 3, unless the job set the switch itself
+        (`environ`: the container's environment, where the SDK's `environment=` lands)."""
+        if self.keras_3 and not keras_3_trains and LEGACY_KERAS_ENV not in environ:
+            return ((LEGACY_KERAS_ENV, "1"),)
+        return ()
+
     def use_own_keras(self) -> None:
         """In a process of the container's own training, before TensorFlow is imported."""
         os.environ.update(dict(self.own_model_environment))

@@ -81,13 +81,16 @@ def test_an_mpi4py_script_under_mpirun(mnist, tmp_path):
 
 
 @pytest.mark.cores(2)
-def test_a_parameter_server_script_with_the_keras_2_switch(aws_split, tmp_path):
-    # AWS's TF_CONFIG (master, worker, a PS task on each host); the worker serves until the
-    # master's script has ended and is then stopped after its grace.
+def test_a_tf_keras_parameter_server_script_runs_unchanged(aws_split, tmp_path):
+    """A TF 2 parameter-server script written with tf.keras (fit under ParameterServerStrategy),
+    which Keras 3 cannot run: the plan gives its processes tf-keras, and says so. AWS's
+    TF_CONFIG (master, worker, a PS task on each host); the worker serves until the master's
+    script has ended and is then stopped after its grace."""
     run = run_local(tmp_path, aws_split, script("ps_train.py", epochs=1, sagemaker_parameter_server_enabled="true",
                                                 ps_worker_grace_sec=5),
-                    hosts=2, env={**without_own_keras(), LEGACY_KERAS_ENV: "1"})
+                    hosts=2, env=without_own_keras())
     assert run.exit_code == 0, run.log[-4000:]
+    assert "the script's tf.keras is tf-keras (Keras 2: Keras 3 has no parameter-server training" in run.log
     with open(os.path.join(tmp_path, "algo-1", "output", "data", "seen-master0.json")) as f:
         assert json.load(f)["tf_config"]["cluster"] == {
             "master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"], "worker": ["algo-2:2222"]}

@@ -14,7 +14,7 @@ from trainer.errors import JobError
 from trainer.launch.host import describe
 from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
 from trainer.plan.planner import make_plan
-from trainer.tf_line import LINES
+from trainer.tf_line import LEGACY_KERAS_ENV, LINES
 from trainer.contract.user_code import EntryPoint, classify, classify_source
 
 HOOKS_MODULE = "import tensorflow as tf\n\ndef model_fn(hp):\n    return None\n"
@@ -233,13 +233,19 @@ def test_script_plan(name):
     (dataclasses.replace(script_job(hosts=2, sdk=MPI_2), tf_line=LINES["2.21"]), True,
      "horovod (sagemaker_mpi_enabled: the script's ranks under mpirun (mpi4py; this line has no Horovod)); 2 "
      "script process(es) per host", "Horovod over MPI"),
+    (dataclasses.replace(script_job(hosts=2, sdk=PS), tf_line=LINES["2.21"]), True,
+     "the script's tf.keras is tf-keras (Keras 2: Keras 3 has no parameter-server training; set "
+     "TF_USE_LEGACY_KERAS=0 to keep Keras 3)", "Horovod"),
+    (dataclasses.replace(script_job(hosts=2, sdk=MWMS), tf_line=LINES["2.21"]), True,
+     "multi_worker_mirrored (", "tf-keras"),
     (script_job(), True, "1 script process(es) per host, world size 1, the script sets its own batch size and "
      "learning rate (scale them by TRAINER_LEARNING_RATE_SCALE=1", "learning rate 0.001"),
     (job(hosts=2, sdk=MPI_2), False, "2 training process(es) per host, world size 4, global batch 1024, learning "
      "rate 0.004 (x4)", "TRAINER_LEARNING_RATE_SCALE"),
-], ids=["script-mpi", "script-mpi-2.21", "script-one-host", "built-in-mpi"])
-def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never):
+], ids=["script-mpi", "script-mpi-2.21", "script-ps-2.21", "script-mwms-2.21", "script-one-host", "built-in-mpi"])
+def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never, monkeypatch):
     """A script picks its own batch size and learning rate: its line says what it is given instead."""
+    monkeypatch.delenv(LEGACY_KERAS_ENV, raising=False)  # as in a container whose job did not set it
     line = describe(make_plan(the_job), runs_script)
     assert says in line and never not in line, line
 

@@ -56,14 +56,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "on the 2.21 line, this environment's own)")
 
 
-def reported_rate(output: str, what: str) -> float:
+def reported(output: str, what: str) -> dict:
+    """What the script reported: its samples_per_sec and the Keras its tf.keras was."""
     found = RESULT.findall(output)
     if not found:
         raise JobError(f"bench scripts: {what} reported no speed; its output ends:\n{output[-3000:]}")
-    return float(json.loads(found[-1])["samples_per_sec"])
+    return json.loads(found[-1])
 
 
-def through_train(script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> float:
+def scripts_environment(**extra) -> dict:
+    """This process's environment without CPU settings, nor the Keras 2 switch that `trainer
+    bench` sets for the container's own model: the scripts get the Keras their line gives."""
+    from trainer.tf_line import LEGACY_KERAS_ENV
+
+    return {**{key: value for key, value in os.environ.items()
+               if key not in CPU_VARIABLES and key != LEGACY_KERAS_ENV}, **extra}
+
+
+def through_train(script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> dict:
     hyperparameters = {"sagemaker_program": script, "sagemaker_submit_directory": SCRIPTS, "epochs": epochs}
     if ranks > 1:
         hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=ranks)
@@ -72,11 +82,11 @@ def through_train(script: str, ranks: int, hosts: int, data: str, epochs: int, f
     command = [sys.executable, "-m", "trainer", "local", "--channel", f"training={data}", "--job-dir", folder,
                "--hosts", str(hosts)]
     command += [arg for key, value in hyperparameters.items() for arg in ("--hp", f"{key}={value}")]
-    env = {key: value for key, value in os.environ.items() if key not in CPU_VARIABLES}
-    done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(command, cwd=PROJECT_ROOT, env=scripts_environment(), capture_output=True, text=True,
+                          timeout=1800)
     if done.returncode:
         raise JobError(f"bench scripts: {script} through train failed: {(done.stdout + done.stderr)[-3000:]}")
-    return reported_rate(done.stdout, f"{script} through train")
+    return reported(done.stdout, f"{script} through train")
 
 
 def unused_ports(count: int) -> list[int]:
@@ -89,10 +99,9 @@ def unused_ports(count: int) -> list[int]:
     return ports
 
 
-def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> float:
+def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> dict:
     """As AWS's container runs it: the toolkit's SM_* variables for the script, its command."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in CPU_VARIABLES and not key.startswith(("TRAINER_", "SM_"))}
+    env = {key: value for key, value in scripts_environment().items() if not key.startswith(("TRAINER_", "SM_"))}
     env.update(SM_CHANNEL_TRAINING=data, SM_MODEL_DIR=os.path.join(folder, "model"), SM_CHANNELS='["training"]',
                PYTHONPATH=SCRIPTS, TF_CPP_MIN_LOG_LEVEL="2")
     program = [python, script, "--epochs", str(epochs)]
@@ -115,7 +124,7 @@ def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epo
             process.kill()
     if any(process.returncode for process in started):
         raise JobError(f"bench scripts: {script} the AWS way failed: {''.join(outputs)[-3000:]}")
-    return reported_rate(outputs[0], f"{script} the AWS way")
+    return reported(outputs[0], f"{script} the AWS way")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -131,7 +140,7 @@ def run(args: argparse.Namespace) -> dict:
     folder = tempfile.mkdtemp(prefix="trainer-bench-scripts-")
     try:
         data = datagen.generate(os.path.join(folder, "data"), args.rows, 0, files=4)["train"]
-        aws: dict[tuple, float] = {}
+        aws: dict[tuple, dict] = {}
         rows = []
         for name, (script, ranks, hosts, aws_script) in CASES[line.name].items():
             ours = through_train(script, ranks, hosts, data, args.epochs, os.path.join(folder, f"train-{len(rows)}"))
@@ -139,8 +148,12 @@ def run(args: argparse.Namespace) -> dict:
             if key not in aws:
                 aws[key] = the_aws_way(python, aws_script, ranks, hosts, data, args.epochs,
                                        os.path.join(folder, f"aws-{len(rows)}"))
-            rows.append({"script": name, "ranks": ranks * hosts, "train_samples_per_sec": round(ours, 1),
-                         "aws_samples_per_sec": round(aws[key], 1), "ratio": round(ours / aws[key], 2)})
+            theirs = aws[key]
+            rows.append({"script": name, "ranks": ranks * hosts,
+                         "train_samples_per_sec": round(ours["samples_per_sec"], 1),
+                         "aws_samples_per_sec": round(theirs["samples_per_sec"], 1),
+                         "ratio": round(ours["samples_per_sec"] / theirs["samples_per_sec"], 2),
+                         "keras": ours["keras"], "aws_keras": theirs["keras"]})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"benchmark": "scripts", "tensorflow_line": line.name, "rows": rows, "train_rows": args.rows,
@@ -148,7 +161,9 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(result: dict) -> str:
-    lines = ["script | through train, samples/s | the AWS way, samples/s | ratio", "--- | --- | --- | ---"]
+    kerases = sorted({row[side] for row in result["rows"] for side in ("keras", "aws_keras")})
+    lines = [f"TensorFlow {result['tensorflow_line']} line; the scripts' tf.keras: {', '.join(kerases)}", "",
+             "script | through train, samples/s | the AWS way, samples/s | ratio", "--- | --- | --- | ---"]
     lines += [f"{row['script']} | {row['train_samples_per_sec']:,.0f} | {row['aws_samples_per_sec']:,.0f} | "
               f"{row['ratio']:.2f}x" for row in result["rows"]]
     return "\n".join(lines)

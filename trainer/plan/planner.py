@@ -10,6 +10,7 @@ workers only carry it out.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from trainer import modes
 from trainer.contract.channels import eval_channel_name, training_channels
@@ -180,4 +181,5 @@ def _training_plan(job) -> Plan:
         peer_waits=mode.peer_waits(job),
         leader=leader,
         watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS,
-        ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None)
+        ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
+        script_environment=job.tf_line.script_environment(mode.keras_3_trains, os.environ) if job.runs_script else ())

@@ -167,6 +167,9 @@ class Plan:
     # A heterogeneous cluster whose groups that do not train feed the others (None: every
     # host trains). `hosts` above are then the training hosts only.
     data_service: DataService | None = None
+    # What a user's script's processes get on top of the toolkit's environment (tf.keras as
+    # Keras 2 under parameter servers on a Keras 3 line; trainer.tf_line).
+    script_environment: tuple[tuple[str, str], ...] = ()
 
     @property
     def job_hosts(self) -> tuple[str, ...]:

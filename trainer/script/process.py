@@ -117,6 +117,7 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
         BASE_DIR_ENV: job.base_dir,
         "PYTHONPATH": os.pathsep.join(p for p in (job.entry_point.code_dir, os.environ.get("PYTHONPATH")) if p),
     }
+    values.update(plan.script_environment)
     if process.tf_config:
         values["TF_CONFIG"] = json.dumps(process.tf_config)
     if plan.data_service and plan.data_service.serves:  # a heterogeneous cluster's data hosts (trainer.kit.from_data_service)

@@ -78,4 +78,6 @@ class Speed(tf.keras.callbacks.Callback):
         if self.report and self.started is not None:
             seconds = time.perf_counter() - self.started
             rate = (self.steps - self.timed_from) * self.batch_size * self.processes / seconds
-            print("BENCH_RESULT " + json.dumps({"samples_per_sec": rate, "steps": self.steps}), flush=True)
+            keras = getattr(tf.keras, "__version__", "tf-keras")  # tf-keras has no __version__ under tf.keras
+            print("BENCH_RESULT " + json.dumps({"samples_per_sec": rate, "steps": self.steps, "keras": keras}),
+                  flush=True)
