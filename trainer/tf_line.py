@@ -40,11 +40,13 @@ class Line:
                 f"{self.keras}; the built-in model and hooks run on {own}; Horovod "
                 f"{'installed' if self.horovod else 'not on this line'}")
 
-    def script_environment(self, keras_3_trains: bool, environ) -> tuple[tuple[str, str], ...]:
+    def script_environment(self, keras_3_trains: bool, uses_keras_3: str, environ) -> tuple[tuple[str, str], ...]:
         """What a user's script's processes get from the line: tf.keras as tf-keras (Keras 2)
-        where the mode's strategy cannot train Keras 3, unless the job set the switch itself
-        (`environ`: the container's environment, where the SDK's `environment=` lands)."""
-        if self.keras_3 and not keras_3_trains and LEGACY_KERAS_ENV not in environ:
+        where the mode's strategy cannot train Keras 3's fit, unless the script uses what only
+        Keras 3 has (`uses_keras_3`: where) or the job set the switch itself (`environ`: the
+        container's environment, where the SDK's `environment=` lands). `import keras` stays
+        Keras 3 either way: the switch changes tf.keras alone."""
+        if self.keras_3 and not keras_3_trains and not uses_keras_3 and LEGACY_KERAS_ENV not in environ:
             return ((LEGACY_KERAS_ENV, "1"),)
         return ()
 

@@ -234,15 +234,17 @@ def test_script_plan(name):
      "horovod (sagemaker_mpi_enabled: the script's ranks under mpirun (mpi4py; this line has no Horovod)); 2 "
      "script process(es) per host", "Horovod over MPI"),
     (dataclasses.replace(script_job(hosts=2, sdk=PS), tf_line=LINES["2.21"]), True,
-     "the script's tf.keras is tf-keras (Keras 2: Keras 3 has no parameter-server training; set "
-     "TF_USE_LEGACY_KERAS=0 to keep Keras 3)", "Horovod"),
+     "the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode", "Horovod"),
     (dataclasses.replace(script_job(hosts=2, sdk=MWMS), tf_line=LINES["2.21"]), True,
-     "multi_worker_mirrored (", "tf-keras"),
+     "; the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode; `import keras` "
+     "stays Keras 3; TF_USE_LEGACY_KERAS=0 keeps tf.keras Keras 3)", "Horovod"),
+    (dataclasses.replace(script_job(hosts=2, sdk=MPI_2), tf_line=LINES["2.21"]), True, "mpi4py", "tf-keras"),
     (script_job(), True, "1 script process(es) per host, world size 1, the script sets its own batch size and "
      "learning rate (scale them by TRAINER_LEARNING_RATE_SCALE=1", "learning rate 0.001"),
     (job(hosts=2, sdk=MPI_2), False, "2 training process(es) per host, world size 4, global batch 1024, learning "
      "rate 0.004 (x4)", "TRAINER_LEARNING_RATE_SCALE"),
-], ids=["script-mpi", "script-mpi-2.21", "script-ps-2.21", "script-mwms-2.21", "script-one-host", "built-in-mpi"])
+], ids=["script-mpi", "script-mpi-2.21", "script-ps-2.21", "script-mwms-2.21", "script-mpi-2.21-keras",
+    "script-one-host", "built-in-mpi"])
 def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never, monkeypatch):
     """A script picks its own batch size and learning rate: its line says what it is given instead."""
     monkeypatch.delenv(LEGACY_KERAS_ENV, raising=False)  # as in a container whose job did not set it

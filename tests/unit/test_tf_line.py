@@ -29,15 +29,16 @@ def test_the_lines_differ_in_horovod_keras_and_openmp():
     assert dict(new.own_model_environment) == {LEGACY_KERAS_ENV: "1"}
 
 
-@pytest.mark.parametrize("line, keras_3_trains, environ, expected", [
-    ("2.21", False, {}, {LEGACY_KERAS_ENV: "1"}),            # parameter servers: Keras 3 cannot train there
-    ("2.21", False, {LEGACY_KERAS_ENV: "0"}, {}),            # the job's own choice stands
-    ("2.21", False, {LEGACY_KERAS_ENV: "1"}, {}),            # ... already set: nothing to add
-    ("2.21", True, {}, {}),                                  # other modes: the Keras 3 AWS's 2.21 image gives
-    ("2.14", False, {}, {}),                                 # tf.keras is Keras 2 on this line anyway
+@pytest.mark.parametrize("line, keras_3_trains, uses_keras_3, environ, expected", [
+    ("2.21", False, "", {}, {LEGACY_KERAS_ENV: "1"}),            # PS, MWMS: Keras 3's fit cannot train there
+    ("2.21", False, "", {LEGACY_KERAS_ENV: "0"}, {}),            # the job's own choice stands
+    ("2.21", False, "", {LEGACY_KERAS_ENV: "1"}, {}),            # ... already set: nothing to add
+    ("2.21", False, "line 3: keras.ops", {}, {}),                # a Keras 3 script keeps its Keras
+    ("2.21", True, "", {}, {}),                                  # other modes: the Keras 3 AWS's 2.21 image gives
+    ("2.14", False, "", {}, {}),                                 # tf.keras is Keras 2 on this line anyway
 ])
-def test_what_a_script_s_processes_get_from_the_line(line, keras_3_trains, environ, expected):
-    assert dict(LINES[line].script_environment(keras_3_trains, environ)) == expected
+def test_what_a_script_s_processes_get_from_the_line(line, keras_3_trains, uses_keras_3, environ, expected):
+    assert dict(LINES[line].script_environment(keras_3_trains, uses_keras_3, environ)) == expected
 
 
 def test_the_installed_line_is_the_installed_tensorflow_s(monkeypatch):

@@ -26,20 +26,23 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from trainer.errors import JobError
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_scripts")
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT = re.compile(r"BENCH_RESULT (\{.*\})")
-# The cases of each line: name: (script, ranks a host, hosts) through `train`, and the
-# script AWS's container runs for the same work.
-KERAS = {"Keras script": ("deepfm_keras.py", 1, 1, "deepfm_keras.py")}
-KIT = {"Keras script, data by trainer.kit": ("deepfm_kit.py", 1, 1, "deepfm_keras.py")}
+# The cases of each line: name: (script, ranks a host, hosts) through `train`, the script
+# AWS's container runs for the same work, and what its user must set there for it to run:
+# on AWS's 2.21 image a tf.keras fit script under MultiWorkerMirroredStrategy needs the
+# Keras 2 switch, which `train` sets itself (trainer.tf_line.Line.script_environment).
+KERAS = {"Keras script": ("deepfm_keras.py", 1, 1, "deepfm_keras.py", {})}
+KIT = {"Keras script, data by trainer.kit": ("deepfm_kit.py", 1, 1, "deepfm_keras.py", {})}
 CASES = {
-    "2.14": {**KERAS, "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, 1, "deepfm_horovod.py"), **KIT},
-    "2.21": {**KERAS, "Multi-worker mirrored script, 2 hosts": ("deepfm_multi_worker.py", 1, 2,
-                                                                "deepfm_multi_worker.py"), **KIT},
+    "2.14": {**KERAS, "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, 1, "deepfm_horovod.py", {}), **KIT},
+    "2.21": {**KERAS, "Multi-worker mirrored script, 2 hosts": ("deepfm_multi_worker.py", 1, 2, "deepfm_multi_worker.py",
+                                                                {"TF_USE_LEGACY_KERAS": "1"}), **KIT},
 }
 # What AWS's toolkit gives mpirun on one host (sagemaker_training.mpi): no binding.
 AWS_MPI_OPTIONS = ["--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-mca", "btl_vader_single_copy_mechanism",
@@ -99,9 +102,11 @@ def unused_ports(count: int) -> list[int]:
     return ports
 
 
-def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str) -> dict:
+def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epochs: int, folder: str,
+                users_environment: dict) -> dict:
     """As AWS's container runs it: the toolkit's SM_* variables for the script, its command."""
-    env = {key: value for key, value in scripts_environment().items() if not key.startswith(("TRAINER_", "SM_"))}
+    env = {key: value for key, value in scripts_environment(**users_environment).items()
+           if not key.startswith(("TRAINER_", "SM_"))}
     env.update(SM_CHANNEL_TRAINING=data, SM_MODEL_DIR=os.path.join(folder, "model"), SM_CHANNELS='["training"]',
                PYTHONPATH=SCRIPTS, TF_CPP_MIN_LOG_LEVEL="2")
     program = [python, script, "--epochs", str(epochs)]
@@ -110,18 +115,25 @@ def the_aws_way(python: str, script: str, ranks: int, hosts: int, data: str, epo
                    for arg in ("-x", key)]
         program = ["mpirun", "--host", f"localhost:{ranks}", "-np", str(ranks), *AWS_MPI_OPTIONS, *exports,
                    python, "-m", "mpi4py", script, "--epochs", str(epochs)]
-    # One process a host; the cluster's workers as the toolkit's TF_CONFIG lists them.
+    # One process a host; the cluster's workers as the toolkit's TF_CONFIG lists them. Each
+    # writes to a file (no pipe to fill), and one that fails ends the others (no wait on it).
     workers = [f"localhost:{port}" for port in unused_ports(hosts)] if hosts > 1 else []
-    started = [subprocess.Popen(program, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={**env, "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
-                                                                      "task": {"type": "worker", "index": host}})}
-                                if workers else env)
-               for host in range(hosts)]
-    try:
-        outputs = [process.communicate(timeout=1800)[0] for process in started]
-    finally:
-        for process in started:
-            process.kill()
+    os.makedirs(folder, exist_ok=True)
+    logs = [os.path.join(folder, f"host-{host}.log") for host in range(hosts)]
+    started = []
+    for host, log in enumerate(logs):
+        config = {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": host}})}
+        with open(log, "w") as output:
+            started.append(subprocess.Popen(program, cwd=SCRIPTS, stdout=output, stderr=subprocess.STDOUT,
+                                            env={**env, **config} if workers else env))
+    deadline = time.monotonic() + 1800
+    while (any(process.poll() is None for process in started) and time.monotonic() < deadline
+           and not any(process.poll() for process in started)):
+        time.sleep(1)
+    for process in started:
+        process.kill()
+        process.wait()
+    outputs = [open(log).read() for log in logs]
     if any(process.returncode for process in started):
         raise JobError(f"bench scripts: {script} the AWS way failed: {''.join(outputs)[-3000:]}")
     return reported(outputs[0], f"{script} the AWS way")
@@ -142,12 +154,12 @@ def run(args: argparse.Namespace) -> dict:
         data = datagen.generate(os.path.join(folder, "data"), args.rows, 0, files=4)["train"]
         aws: dict[tuple, dict] = {}
         rows = []
-        for name, (script, ranks, hosts, aws_script) in CASES[line.name].items():
+        for name, (script, ranks, hosts, aws_script, users_environment) in CASES[line.name].items():
             ours = through_train(script, ranks, hosts, data, args.epochs, os.path.join(folder, f"train-{len(rows)}"))
             key = (aws_script, ranks, hosts)
             if key not in aws:
                 aws[key] = the_aws_way(python, aws_script, ranks, hosts, data, args.epochs,
-                                       os.path.join(folder, f"aws-{len(rows)}"))
+                                       os.path.join(folder, f"aws-{len(rows)}"), users_environment)
             theirs = aws[key]
             rows.append({"script": name, "ranks": ranks * hosts,
                          "train_samples_per_sec": round(ours["samples_per_sec"], 1),

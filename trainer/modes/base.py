@@ -174,7 +174,7 @@ class Mode:
     multi_step_calls = False  # steps_per_execution > 1 (a pass may end inside a call)
     has_leader = False  # on several hosts, the first host's end is the job's end
     needs_horovod = False  # the container's own training in this mode imports Horovod
-    keras_3_trains = True  # Keras 3 (fit, its optimizers) can train under this mode's strategy
+    keras_3_trains = True  # Keras 3's fit trains under this mode's strategy
     pipe_mode_refusal: str | None = None  # why the container's own training cannot use Pipe mode here
 
     def requested(self, job) -> str | None:

@@ -82,6 +82,9 @@ class MultiWorkerMirrored(Mode):
     runtime = MultiWorkerMirroredRuntime
     precedence = 20
     sharded_evaluation = True
+    # Keras 3's fit cannot take this strategy's per-replica batches (keras-team/keras#20585):
+    # a tf.keras fit script needs tf-keras; custom loops and `import keras` are unaffected.
+    keras_3_trains = False
     pipe_mode_refusal = ("multi_worker_mirrored needs File mode: its workers count their batches before "
                          "training to run equal steps; for Pipe mode use horovod")
 

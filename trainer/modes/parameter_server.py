@@ -174,7 +174,7 @@ class ParameterServer(Mode):
     precedence = 10
     synchronous = False  # each worker's step updates the variables on its own
     compiles_with_xla = False  # a step's remote reads of the PS tasks have no XLA kernels
-    keras_3_trains = False  # Keras 3 has no parameter-server training: tf.keras must be tf-keras
+    keras_3_trains = False  # Keras 3 has no parameter-server training: a tf.keras script needs tf-keras
     multi_step_calls = True  # a call's steps end where its worker's pass ends (trainer.training.coordinated)
     has_leader = True  # the coordinator's host
 

@@ -182,4 +182,5 @@ def _training_plan(job) -> Plan:
         leader=leader,
         watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS,
         ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
-        script_environment=job.tf_line.script_environment(mode.keras_3_trains, os.environ) if job.runs_script else ())
+        script_environment=(job.tf_line.script_environment(mode.keras_3_trains, job.entry_point.keras_3, os.environ)
+                            if job.runs_script else ()))

@@ -31,7 +31,7 @@ from sagemaker.estimator import EstimatorBase  # noqa: E402
 from sagemaker.inputs import TrainingInput  # noqa: E402
 from sagemaker.workflow import is_pipeline_variable  # noqa: E402
 
-ECR_IMAGE = re.compile(r'"<account>\.dkr\.ecr\.<region>\.amazonaws\.com/sagemaker-tf-trainer:\w+"')
+ECR_IMAGE = re.compile(r'"<account>\.dkr\.ecr\.<region>\.amazonaws\.com/sagemaker-tf-trainer:[\w.-]+"')
 INSTANCE_TYPE = re.compile(r'instance_type="(ml\.[\w.]+)"')
 bucket = f"file://{job['bucket']}/"
 code = job["code"]
