@@ -3,6 +3,7 @@ the DeepFM sample's record layout parsed record by record (as AWS's samples do),
 in plain Keras (2 or 3), the script's arguments, and a callback that reports its own samples/sec."""
 import argparse
 import glob
+import importlib
 import json
 import os
 import time
@@ -78,6 +79,11 @@ class Speed(tf.keras.callbacks.Callback):
         if self.report and self.started is not None:
             seconds = time.perf_counter() - self.started
             rate = (self.steps - self.timed_from) * self.batch_size * self.processes / seconds
-            keras = getattr(tf.keras, "__version__", "tf-keras")  # tf-keras has no __version__ under tf.keras
-            print("BENCH_RESULT " + json.dumps({"samples_per_sec": rate, "steps": self.steps, "keras": keras}),
+            print("BENCH_RESULT " + json.dumps({"samples_per_sec": rate, "steps": self.steps, "keras": keras_version()}),
                   flush=True)
+
+
+def keras_version() -> str:
+    """What tf.keras is: "2.14.0", "3.15.1" or "tf-keras 2.21.0" (from the package it comes from)."""
+    package = tf.keras.__name__.split(".")[0]  # keras (Keras 2.14 or 3) or tf_keras
+    return ("tf-keras " if package == "tf_keras" else "") + importlib.import_module(package).__version__
