@@ -1,0 +1,18 @@
+"""The built-in model's eval AUC on the 2.21 line against the 2.14 line's, in the modes that
+test_line_2_21.py's CI check (one process, parameter servers on two hosts) leaves out:
+replicas in one process (tower, mirrored) and multi-worker mirrored on two hosts. Each case
+runs the same job on both lines: 83 s of both cores in all, left out of CI's 90 minutes,
+which the suite fills: `./build.sh line 2.21 python -m pytest tests/integration/test_line_2_21_modes.py`."""
+import pytest
+
+from test_line_2_21 import pytestmark, the_same_job_on_both_lines  # noqa: F401 (the 2.21 line's marks)
+
+
+@pytest.mark.cores(2)
+@pytest.mark.parametrize("hosts, hyperparameters", [
+    (1, {"distribution": "tower", "replicas": 2}),
+    (1, {"distribution": "mirrored", "replicas": 2}),
+    (2, {"distribution": "multi_worker_mirrored"}),
+], ids=["tower", "mirrored", "multi_worker_mirrored on 2 hosts"])
+def test_the_built_in_model_reaches_the_2_14_line_s_auc_in_every_mode(aws_split, tmp_path, hosts, hyperparameters):
+    the_same_job_on_both_lines(aws_split, tmp_path, hosts, hyperparameters)
