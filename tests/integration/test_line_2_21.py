@@ -98,6 +98,17 @@ def test_a_tf_keras_parameter_server_script_runs_unchanged(aws_split, tmp_path):
 
 
 @pytest.mark.cores(1)
+def test_a_horovod_script_fails_before_it_starts_naming_the_line_to_use(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("hvd_train.py", sagemaker_mpi_enabled="true",
+                                                sagemaker_mpi_num_of_processes_per_host=2))
+    assert run.exit_code != 0 and "starting 2 ranks" not in run.log, run.log[-3000:]
+    assert run.failure.splitlines()[0].startswith(
+        "entry point hvd_train.py: line 7: horovod imports Horovod, which this image's TensorFlow 2.21 line does "
+        "not have"), run.failure
+    assert "use the 2.14 image (tag 2.14-cpu or 2.14-gpu)" in run.failure
+
+
+@pytest.mark.cores(1)
 def test_a_keras_2_script_gets_keras_2_with_the_documented_switch(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, script("keras_train.py", epochs=1, model_dir="/opt/ml/model"),
                     env={**without_own_keras(), LEGACY_KERAS_ENV: "1"})

@@ -229,6 +229,18 @@ def test_a_keras_3_script_is_refused_on_the_2_14_line_naming_the_line_to_use():
     assert make_plan(dataclasses.replace(job(line="2.21"), entry_point=keras_3)).mode == "single"
 
 
+def test_a_horovod_script_is_refused_on_the_line_without_it_naming_the_line_to_use():
+    horovod = EntryPoint("train.py", "/opt/ml/code", "script", "a script", horovod="line 3: horovod")
+    with pytest.raises(JobError) as error:
+        make_plan(dataclasses.replace(job(sdk=MPI_2, line="2.21"), entry_point=horovod))
+    assert str(error.value) == (
+        "entry point train.py: line 3: horovod imports Horovod, which this image's TensorFlow 2.21 line does not "
+        "have (Horovod does not build against TensorFlow 2.19 or later): use the 2.14 image (tag 2.14-cpu or "
+        "2.14-gpu), or on this one MultiWorkerMirroredStrategy (the SDK's distribution "
+        "multi_worker_mirrored_strategy) or mpi4py under mpirun (distribution mpi)")
+    assert make_plan(dataclasses.replace(job(sdk=MPI_2), entry_point=horovod)).mode == "horovod"
+
+
 @pytest.mark.parametrize("the_job, asked_by", [
     (job(hp={"distribution": "horovod"}, line="2.21"), "hyperparameter 'distribution': horovod"),
     (job(sdk=MPI_2, line="2.21"), "sagemaker_mpi_enabled"),

@@ -35,6 +35,7 @@ class EntryPoint:
     why: str
     hooks: tuple[str, ...] = ()  # the hooks it defines (a script may define some too)
     keras_3: str = ""  # where it uses what only Keras 3 has ("line 12: keras.ops"), if it does
+    horovod: str = ""  # where it imports Horovod unconditionally ("line 3: horovod"), if it does
 
     @property
     def path(self) -> str:
@@ -150,22 +151,36 @@ def _dotted(node: ast.AST) -> str:
 
 def keras_3_use(source: str) -> str:
     """Where the source first uses what only Keras 3 has ("line 12: keras.ops"), or "" (pure)."""
+    return _first_use(source, KERAS_3_ONLY, attributes=True)
+
+
+def horovod_use(source: str) -> str:
+    """Where the source imports Horovod ("line 3: horovod"), or "": an import inside a `try`
+    (Horovod when it is there, something else when not) does not count."""
+    return _first_use(source, ("horovod",), attributes=False)
+
+
+def _first_use(source: str, markers: tuple[str, ...], attributes: bool) -> str:
+    """Where the source first names one of `markers` (modules, or their attributes when
+    `attributes`: `tf.keras.ops` is `keras.ops`), outside `try` blocks for imports."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return ""
+    guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
+               for statement in node.body for inner in ast.walk(statement)}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
+        if isinstance(node, ast.Attribute) and attributes:
             names = [_dotted(node).removeprefix("tf.")]
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and id(node) not in guarded:
             names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
-        elif isinstance(node, ast.Import):
+        elif isinstance(node, ast.Import) and id(node) not in guarded:
             names = [alias.name for alias in node.names]
         else:
             continue
         for name in names:
-            marker = next((m for m in KERAS_3_ONLY if name == m or name.startswith(m + ".")), None)
+            marker = next((m for m in markers if name == m or name.startswith(m + ".")), None)
             if marker:
                 found.append((node.lineno, marker))
     return "line {}: {}".format(*min(found)) if found else ""
@@ -186,7 +201,7 @@ def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
     with open(path, encoding="utf-8", errors="replace") as f:
         source = f.read()
     kind, why, hooks = classify_source(source, program)
-    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source))
+    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source), horovod_use(source))
 
 
 def locate(program: str, submit_directory: str, override: str = "auto") -> EntryPoint:

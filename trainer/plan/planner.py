@@ -49,12 +49,19 @@ def choose_mode(job) -> tuple[Mode, str]:
 
 
 def _refuse_a_script_for_another_line(job) -> None:
-    """A Keras 3 script on the line whose Keras is 2 fails before it starts, naming the line."""
+    """A Keras 3 script on the line whose Keras is 2, or a Horovod script on the line without
+    Horovod, fails before it starts, naming the line."""
     entry = job.entry_point
     if job.runs_script and entry.keras_3 and not job.tf_line.keras_3:
         raise JobError(f"entry point {entry.program}: {entry.keras_3} is Keras 3's, written for TensorFlow 2.16 or "
                        f"later; this image's TensorFlow {job.tf_line.name} line runs {job.tf_line.keras}: use the "
                        "2.21 image (tag 2.21-cpu)")
+    if job.runs_script and entry.horovod and not job.tf_line.horovod:
+        raise JobError(f"entry point {entry.program}: {entry.horovod} imports Horovod, which this image's TensorFlow "
+                       f"{job.tf_line.name} line does not have (Horovod does not build against TensorFlow 2.19 or "
+                       "later): use the 2.14 image (tag 2.14-cpu or 2.14-gpu), or on this one "
+                       "MultiWorkerMirroredStrategy (the SDK's distribution multi_worker_mirrored_strategy) or "
+                       "mpi4py under mpirun (distribution mpi)")
 
 
 def _on_this_line(job, mode: Mode, asked_by: str) -> Mode:

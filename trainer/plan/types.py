@@ -168,7 +168,7 @@ class Plan:
     # host trains). `hosts` above are then the training hosts only.
     data_service: DataService | None = None
     # What a user's script's processes get on top of the toolkit's environment (tf.keras as
-    # Keras 2 under parameter servers on a Keras 3 line; trainer.tf_line).
+    # Keras 2 under parameter servers and multi-worker mirrored on a Keras 3 line; trainer.tf_line).
     script_environment: tuple[tuple[str, str], ...] = ()
 
     @property
