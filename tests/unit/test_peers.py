@@ -177,6 +177,19 @@ def test_the_leader_waits_for_its_followers_to_read_the_end(leader):
     follower.close()
 
 
+def test_a_final_state_counts_as_read_only_once_the_reader_says_it_got_it(leader):
+    """A reader that timed out (a loaded host) closes before the reply arrives; the leader's
+    write still succeeds, so only the reader's acknowledgement says it was read."""
+    leader.finish(peers.FAILED, "script train.py (rank 1 on algo-2) was killed by signal 9 (SIGKILL)")
+    with socket.create_connection(("127.0.0.1", leader.port), timeout=5) as gave_up:
+        gave_up.sendall(b"algo-3\n")  # and closes, reading nothing
+    assert peers.read_status("localhost", leader.port, "algo-2").startswith("failed script train.py")
+    deadline = time.monotonic() + 10
+    while "algo-2" not in leader._read_final and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leader._read_final == {"algo-2"}
+
+
 # A follower's own state -> whether the leader keeps its final state up for it (a follower
 # still running or done may yet wait on this host; one that failed or was stopped is ending).
 FOLLOWER_NEEDS = {

@@ -46,6 +46,8 @@ SILENT_AFTER_SEC = 60.0
 FINAL_STATE_WAIT_SEC = 30.0
 # A host whose `train` port is closed on this many polls in a row has ended (exited).
 GONE_AFTER_POLLS = 2
+# What a reader sends back once it has read a final state (StatusServer.wait_until_read).
+READ_ACK = b"read"
 
 RUNNING, DONE, STOPPED, FAILED = "running", "done", "stopped", "failed"
 # The fact a host publishes once its script has ended while the host still serves (a
@@ -242,7 +244,8 @@ def own_address(host_name: str) -> str:
 
 class StatusServer:
     """This host's status port. A connection sends one line: its own host name, and gets
-    one line back: the state, and for a final state other than done, its reason. A line
+    one line back: the state, and for a final state other than done, its reason (which the
+    reader acknowledges with a line "read": only then has it read it). A line
     of its host name and a fact's name ("algo-2 ssh-host-key") gets that fact instead (an
     empty line while it is not published yet).
 
@@ -276,8 +279,12 @@ class StatusServer:
                         if fact:
                             self.wfile.write((server._facts.get(fact, "") + "\n").encode())
                             return
-                        self.wfile.write((server._state + "\n").encode())
-                        if server._final.is_set() and reader:
+                        state, final = server._state, server._final.is_set()
+                    self.wfile.write((state + "\n").encode())
+                    # A final state counts as read once the reader says it got it: a write
+                    # succeeds into a connection whose reader had already timed out.
+                    if final and reader and self.rfile.readline(16).strip() == READ_ACK:
+                        with server._changed:
                             server._read_final.add(reader)
                             server._changed.notify_all()
                 except OSError:
@@ -382,6 +389,10 @@ def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
             reply = connection.makefile("rb").readline(4096).decode(errors="replace").strip()
             if is_final(reply):
                 _final_read[(host, port)] = reply
+                try:
+                    connection.sendall(READ_ACK + b"\n")
+                except OSError:
+                    pass  # read all the same; the host waits for the ack a bounded time
             return reply or None, False
     except OSError as err:
         return None, err.errno in CLOSED_ERRNOS
