@@ -53,8 +53,7 @@ def serve_task(job, plan, role: str) -> None:
     cpu.apply_tensorflow_threads(settings)
     if job.runs_script:
         reach_s3_as_the_script_does()
-    log.info("serving %s task %d of the parameter-server cluster", role, process.tf_config["task"]["index"])
-    serve(job, process)
+    serve(job, process, settings)
 
 
 def reach_s3_as_the_script_does() -> None:

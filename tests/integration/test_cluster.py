@@ -84,6 +84,18 @@ def planted(tmp_path_factory):
                             signal=0.55)
 
 
+@pytest.mark.cores(2)  # a CPU of its own for each host
+def test_parameter_servers_train_on_hosts_of_one_cpu_each(aws_split, tmp_path):
+    """Each host on one CPU of its own, as separate small instances: the tasks' servers get
+    threads enough to run the coordinator's functions (with one, the workers deadlocked
+    before their first step), and every worker's pass is trained."""
+    run = run_local(tmp_path, aws_split, {"sagemaker_parameter_server_enabled": "true"}, hosts=2, host_cpus=1,
+                    timeout=CLUSTER_TIMEOUT_SEC)
+    assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    assert run.metrics["distribution"] == "parameter_server"
+    assert run.log.count("of the parameter-server cluster (its server's threads: 2 inter-op, 1 intra-op)") == 4
+
+
 @pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, tmp_path):
     """Default hyperparameters, 5 epochs: parameter servers on 2 hosts reach one host's eval

@@ -26,6 +26,11 @@ from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, PeerWait, Pro
 
 log = logging.getLogger(__name__)
 MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
+# A task's server runs each remote function the coordinator sends it on its inter-op pool,
+# where the request's handler also waits for that function to end: with one thread, the
+# function's own ops never get one. Left to TensorFlow, the pool has a thread per CPU the
+# task sees, and a worker on a host of one CPU deadlocked before its first step.
+SERVER_MIN_INTER_OP_THREADS = 2
 
 
 class ParameterServerRuntime(Runtime):
@@ -153,17 +158,24 @@ def _fans(mode: str, shape) -> float:
     return max(1.0, {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode])
 
 
-def serve(job, process) -> None:
-    """Run one PS or worker task of the cluster until the launcher stops it. A worker first
-    provides the functions through which it reads its own data (trainer.data.ps_worker_input)."""
+def serve(job, process, settings) -> None:
+    """Run one PS or worker task of the cluster until the launcher stops it, its server's
+    threads from the task's CPU settings (a server reads only its own ConfigProto, not
+    tf.config.threading). A worker first provides the functions through which it reads its
+    own data (trainer.data.ps_worker_input)."""
     cluster = tf.train.ClusterSpec(with_addresses(process.tf_config)["cluster"])
     task = process.tf_config["task"]
     if task["type"] == "worker":
         from trainer.data import ps_worker_input
 
         ps_worker_input.provide(job, task["index"])
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=settings.intra_op_threads,
+        inter_op_parallelism_threads=max(settings.inter_op_threads, SERVER_MIN_INTER_OP_THREADS))
+    log.info("serving %s task %d of the parameter-server cluster (its server's threads: %d inter-op, %d intra-op)",
+             task["type"], task["index"], config.inter_op_parallelism_threads, config.intra_op_parallelism_threads)
     server = tf.distribute.Server(cluster, job_name=task["type"], task_index=task["index"],
-                                  protocol="grpc", start=True)
+                                  protocol="grpc", config=config, start=True)
     server.join()
 
 
