@@ -101,6 +101,17 @@ def test_a_data_host_serves_and_follows_the_first_training_host():
     assert plan.ssh_trust is None
 
 
+def test_auto_gives_cpu_hosts_fed_by_a_data_group_a_mode_that_reads_through_it():
+    """Parameter servers, auto's choice for CPU hosts, cannot read through a data group."""
+    plan = make_plan(job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t"}))
+    assert plan.mode == "horovod" and plan.data_service is not None
+    assert plan.reason == ("2 CPU hosts fed by a data group: Horovod (parameter servers read their input on each "
+                           "worker's own host, which a data group cannot feed)")
+    asked = make_plan(job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t",
+                                                              "distribution": "multi_worker_mirrored"}))
+    assert asked.mode == "multi_worker_mirrored"
+
+
 REFUSED = {
     "no GPU group, nothing said": (job([("a", CPU, 1), ("b", CPU, 1)]), "which of them train is not said"),
     "every group has GPUs, nothing said": (job([("a", GPU, 1), ("b", GPU, 1)]), "which of them train is not said"),

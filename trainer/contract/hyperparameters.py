@@ -376,6 +376,10 @@ class Hyperparameters(Mapping[str, Any]):
     def as_dict(self) -> dict[str, Any]:
         return {**self.extra, **self._values}
 
+    def with_value(self, name: str, value: Any) -> "Hyperparameters":
+        """A copy with one declared hyperparameter set (as the planner decides it)."""
+        return Hyperparameters({**self._values, name: value}, set(self.explicit) | {name}, self.extra)
+
 
 def parse_hyperparameters(raw: Mapping[str, Any], has_user_code: bool = False,
                           for_script: bool = False) -> Hyperparameters:

@@ -134,6 +134,15 @@ def make_plan(job) -> Plan:
     view = dataclasses.replace(job, hosts=training_hosts,
                                current_host=training_hosts[0] if on_data_host else job.current_host)
     plan = _training_plan(view)
+    if plan.mode == "parameter_server" and not job.runs_script and _chosen_by_auto(view):
+        # What auto picks for CPU hosts reads on each worker's host, which a data group cannot
+        # feed: of the modes that can, Horovod, as multi-worker mirrored's all-reduce is the
+        # slower on CPU (docs/distribution.md, "Which mode when").
+        plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
+            "distribution", "horovod")))
+        plan = dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: Horovod "
+                                                "(parameter servers read their input on each worker's own host, "
+                                                "which a data group cannot feed)")
     _check_data_service(job, plan, service)
     data_roles = {True: ("data_worker",), False: ("data",)}[service.serves]
     data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
@@ -153,6 +162,11 @@ def make_plan(job) -> Plan:
                   for port, what in ((STATUS_PORT, "train"),) + (service_ports if service.serves else ())
                   if what != "tf.data dispatcher" or host == service.dispatcher)
     return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
+
+
+def _chosen_by_auto(job) -> bool:
+    """Whether nothing of the job's asked for its mode: no hyperparameter, no SDK key."""
+    return job.hyperparameters.distribution == "auto" and not any(mode.requested(job) for mode in modes.all_modes())
 
 
 def _check_data_service(job, plan, service) -> None:
