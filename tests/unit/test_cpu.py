@@ -63,3 +63,16 @@ def test_bfloat16_needs_avx512_core(flags, supported):
     from trainer.cpu.settings import bfloat16_supported
 
     assert bfloat16_supported(frozenset(flags)) is supported
+
+
+@pytest.mark.parametrize("cpus, hyperparameters, threads", [
+    (1, {}, (2, 1)),    # one CPU: a second inter-op thread, or a worker's calls never run (deadlock)
+    (8, {}, (8, 8)),    # TensorFlow's own sizing, a thread per CPU
+    (8, {"inter_op_threads": "3", "intra_op_threads": "5"}, (3, 5)),  # the job's own, which servers now read
+    (8, {"inter_op_threads": "1"}, (2, 8)),  # never fewer than the two a worker's calls need
+])
+def test_a_parameter_server_task_s_server_threads(cpus, hyperparameters, threads):
+    from trainer.modes.parameter_server import server_threads
+
+    settings = cpu.decide(parse_hyperparameters(hyperparameters), cpus, cpus)
+    assert server_threads(settings, cpus) == threads

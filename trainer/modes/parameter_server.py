@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 MIN_SHARD_BYTES = 256 << 10  # smaller variables stay whole on one PS
 # A task's server runs each remote function the coordinator sends it on its inter-op pool,
 # where the request's handler also waits for that function to end: with one thread, the
-# function's own ops never get one. Left to TensorFlow, the pool has a thread per CPU the
-# task sees, and a worker on a host of one CPU deadlocked before its first step.
+# function's own ops never get one. TensorFlow gives the pool a thread per CPU the task
+# sees, and a worker on a host of one CPU deadlocked before its first step.
 SERVER_MIN_INTER_OP_THREADS = 2
 
 
@@ -158,20 +158,29 @@ def _fans(mode: str, shape) -> float:
     return max(1.0, {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode])
 
 
+def server_threads(settings, num_cpus: int) -> tuple[int, int]:
+    """(inter-op, intra-op) threads of a task's server: TensorFlow's own sizing (a thread per
+    CPU), which the PS tasks' throughput was measured with, or the job's hyperparameters
+    where it set them (a server reads only its ConfigProto, not tf.config.threading); never
+    fewer inter-op threads than SERVER_MIN_INTER_OP_THREADS."""
+    def chosen(name: str, default: int) -> int:
+        return getattr(settings, name) if settings.sources.get(name) == "hyperparameter" else default
+
+    return max(chosen("inter_op_threads", num_cpus), SERVER_MIN_INTER_OP_THREADS), chosen("intra_op_threads", num_cpus)
+
+
 def serve(job, process, settings) -> None:
-    """Run one PS or worker task of the cluster until the launcher stops it, its server's
-    threads from the task's CPU settings (a server reads only its own ConfigProto, not
-    tf.config.threading). A worker first provides the functions through which it reads its
-    own data (trainer.data.ps_worker_input)."""
+    """Run one PS or worker task of the cluster until the launcher stops it, with its
+    server's threads (server_threads). A worker first provides the functions through which
+    it reads its own data (trainer.data.ps_worker_input)."""
     cluster = tf.train.ClusterSpec(with_addresses(process.tf_config)["cluster"])
     task = process.tf_config["task"]
     if task["type"] == "worker":
         from trainer.data import ps_worker_input
 
         ps_worker_input.provide(job, task["index"])
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=settings.intra_op_threads,
-        inter_op_parallelism_threads=max(settings.inter_op_threads, SERVER_MIN_INTER_OP_THREADS))
+    inter_op, intra_op = server_threads(settings, job.num_cpus)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op, inter_op_parallelism_threads=inter_op)
     log.info("serving %s task %d of the parameter-server cluster (its server's threads: %d inter-op, %d intra-op)",
              task["type"], task["index"], config.inter_op_parallelism_threads, config.intra_op_parallelism_threads)
     server = tf.distribute.Server(cluster, job_name=task["type"], task_index=task["index"],
