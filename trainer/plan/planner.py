@@ -133,17 +133,8 @@ def make_plan(job) -> Plan:
     on_data_host = job.current_host not in training_hosts
     view = dataclasses.replace(job, hosts=training_hosts,
                                current_host=training_hosts[0] if on_data_host else job.current_host)
-    plan = _training_plan(view)
-    if plan.mode == "parameter_server" and not job.runs_script and _chosen_by_auto(view):
-        # What auto picks for CPU hosts reads on each worker's host, which a data group cannot
-        # feed: of the modes that can, Horovod, as multi-worker mirrored's all-reduce is the
-        # slower on CPU (docs/distribution.md, "Which mode when").
-        plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
-            "distribution", "horovod")))
-        plan = dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: Horovod "
-                                                "(parameter servers read their input on each worker's own host, "
-                                                "which a data group cannot feed)")
-    _check_data_service(job, plan, service)
+    plan = _fed_training_plan(job, view, service)
+    _check_data_service(job, plan)
     data_roles = {True: ("data_worker",), False: ("data",)}[service.serves]
     data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
                                    eval_shard=None, gpu=None)
@@ -164,17 +155,33 @@ def make_plan(job) -> Plan:
     return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
 
 
+def _fed_training_plan(job, view, service) -> Plan:
+    """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
+    it. The container's own parameter servers read their input on each worker's own host,
+    which a data group cannot feed: asked for, they are refused; picked by auto (several CPU
+    hosts), Horovod trains instead, as multi-worker mirrored's all-reduce is the slower on
+    CPU (docs/distribution.md, "Which mode when")."""
+    plan = _training_plan(view)
+    if plan.mode != "parameter_server" or job.runs_script:
+        return plan
+    if not _chosen_by_auto(view):
+        raise JobError(f"instance groups: {service.why}: "
+                       "parameter servers read their input on each worker's own host, not through a data group; "
+                       "use horovod or multi_worker_mirrored on the training group, or no data group")
+    plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
+        "distribution", "horovod")))
+    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: Horovod (parameter "
+                                            "servers read their input on each worker's own host, which a data "
+                                            "group cannot feed)")
+
+
 def _chosen_by_auto(job) -> bool:
     """Whether nothing of the job's asked for its mode: no hyperparameter, no SDK key."""
     return job.hyperparameters.distribution == "auto" and not any(mode.requested(job) for mode in modes.all_modes())
 
 
-def _check_data_service(job, plan, service) -> None:
-    """What a data group cannot feed."""
-    if plan.mode == "parameter_server" and not job.runs_script:
-        raise JobError(f"instance groups: {service.why}: "
-                       "parameter servers read their input on each worker's own host, not through a data group; "
-                       "use horovod or multi_worker_mirrored on the training group, or no data group")
+def _check_data_service(job, plan) -> None:
+    """What a data group cannot feed besides parameter servers (_fed_training_plan)."""
     if plan.input_mode == "Pipe" and not job.runs_script:
         raise JobError("instance groups: a data group reads the training channels' files on its own hosts; a "
                        "Pipe-mode channel streams to one reader on the host it is sent to: use File (or FastFile) "
