@@ -9,7 +9,7 @@ from trainer.contract.user_code import EntryPoint
 from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
 from trainer.launch.host import describe
-from trainer.plan.mpi import cpu_binding
+from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding
 from trainer.plan.planner import make_plan
 from trainer.plan.types import SshTrust
 from trainer.tf_line import LINES
@@ -282,6 +282,19 @@ def test_mpirun_command_for_cpu_workers():
     assert plan.launch.env == {"HOROVOD_AUTOTUNE": "1", "HOROVOD_FUSION_THRESHOLD": "33554432",
                                "HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_STALL_CHECK_TIME_SECONDS": "60"}
     assert plan.warmup_steps == 100
+
+
+@pytest.mark.parametrize("the_job, expected", [
+    # job -> HOROVOD_CYCLE_TIME (ms) every rank gets; None: Horovod's own default
+    (job(hosts=2, sdk=MPI_2), str(CPU_CYCLE_TIME_MS)),                      # CPU hosts: a short cycle
+    (job(sdk=MPI_2), str(CPU_CYCLE_TIME_MS)),                               # CPU ranks on one host too
+    (job(cpus=1, cores=1, sdk=MPI_2), None),                                # more ranks than CPUs: no polling
+    (job(hosts=2, gpus=4, hp={"distribution": "horovod"}), None),           # GPU steps: Horovod's default
+    (job(hosts=2, sdk=MPI_2, hp={"horovod_cycle_time": "5"}), "5.0"),       # the job's own, on CPUs
+    (job(gpus=4, hp={"distribution": "horovod", "horovod_cycle_time": "0.5"}), "0.5"),  # and on GPUs
+])
+def test_horovod_cycle_time(the_job, expected):
+    assert make_plan(the_job).launch.env.get("HOROVOD_CYCLE_TIME") == expected
 
 
 YIELDS = "-mca mpi_yield_when_idle 1"

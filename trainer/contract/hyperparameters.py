@@ -297,7 +297,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("horovod_autotune", "bool", False, "HOROVOD_AUTOTUNE (P27).", group="distribution"),
     Spec("horovod_fusion_threshold", "int", None, "HOROVOD_FUSION_THRESHOLD in bytes (P27); "
          "auto: Horovod's default.", group="distribution", minimum=0, allow_auto=True),
-    Spec("horovod_cycle_time", "float", None, "HOROVOD_CYCLE_TIME in ms (P27); auto: Horovod's default.",
+    Spec("horovod_cycle_time", "float", None, "HOROVOD_CYCLE_TIME in ms (P27); auto: 0.1 for CPU ranks "
+         "with a CPU each (docs/distribution.md, Scaling out, per core), else Horovod's default.",
          group="distribution", minimum=0.0, allow_auto=True),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),

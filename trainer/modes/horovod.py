@@ -107,5 +107,5 @@ class Horovod(Mode):
     def launch(self, job, per_host: int) -> Launch:
         kind = LaunchKind.MPIRUN if len(job.hosts) == 1 else LaunchKind.SAGEMAKER_MPI
         process_command = SCRIPT_RANK_COMMAND if job.runs_script else WORKER_COMMAND
-        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job.hyperparameters),
+        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job, per_host),
                       cpu_binding(job, per_host).why)
