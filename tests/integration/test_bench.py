@@ -174,3 +174,19 @@ def test_hetero_trains_with_and_without_a_data_host(tmp_path):
     # The same examples, batches and hooks: a data host changes where the input is made, not the model.
     assert abs(jobs["training host alone"]["eval_auc"] - jobs["training host + 1 data host"]["eval_auc"]) < 0.01
     assert result["speedup"] > 0 and "with a data host / alone, samples/s" in out
+
+
+@pytest.mark.cores(2)  # each simulated host on a CPU of its own
+def test_scale_compares_one_host_with_two_hosts_of_their_own_cpus(tmp_path):
+    result, table = bench(tmp_path, "scale", "--modes", "horovod", "--cpus", "2", "--train-rows", "8192",
+                          "--eval-rows", "1000", "--epochs", "1")
+    cases = {row["case"]: row for row in result["rows"]}
+    assert list(cases) == ["1 host x 1 CPU, single", "1 host x 2 CPUs, single", "2 hosts x 1 CPU, horovod"]
+    assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in cases.values())
+    baseline, scaled_out = cases["1 host x 1 CPU, single"], cases["2 hosts x 1 CPU, horovod"]
+    assert baseline["speedup"] == 1.0 and scaled_out["world_size"] == 2
+    assert scaled_out["efficiency"] == pytest.approx(scaled_out["speedup"] / 2)
+    assert scaled_out["eval_auc_change"] == pytest.approx(scaled_out["eval_auc"] - baseline["eval_auc"])
+    # The planner's pick for 2 CPU hosts is what `trainer plan` says for the same job.
+    assert result["planners_choice"] == "parameter_server"
+    assert "For 2 CPU hosts of 1 CPU each the planner picks parameter_server" in table

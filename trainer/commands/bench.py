@@ -15,6 +15,7 @@ import os
 BENCHMARKS = {
     "optimizers": "trainer.bench.optimizer_speeds",
     "modes": "trainer.bench.mode_speeds",
+    "scale": "trainer.bench.scale",
     "input": "trainer.bench.input",
     "ceiling": "trainer.bench.ceiling",
     "switches": "trainer.bench.switch_speeds",

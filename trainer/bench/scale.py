@@ -1,0 +1,121 @@
+"""Scale up against scale out, per core: one host on 1 CPU, one host on N CPUs, and 2 hosts
+of 1 CPU each in every multi-host mode, each simulated host on CPUs of its own
+(`trainer local --host-cpus`, as separate instances would be).
+
+Each case trains the default DeepFM on the same generated data through `trainer local`
+(the same `train` as a job). Figures: the job's training samples/s from its metrics.json
+(the first step of each epoch, graph tracing, excluded), the speed-up against 1 host x 1
+CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
+x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+from trainer.bench.common import local_job_metrics
+from trainer.data import datagen
+from trainer.local import runner
+
+MULTI_HOST_MODES = ("horovod", "multi_worker_mirrored", "parameter_server")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--modes", default=",".join(MULTI_HOST_MODES),
+                        help="the multi-host modes to run on 2 hosts x 1 CPU")
+    parser.add_argument("--cpus", type=int, default=len(os.sched_getaffinity(0)),
+                        help="CPUs of the scaled-up host (default: every CPU this process may use)")
+    parser.add_argument("--train-rows", type=int, default=600_000)
+    parser.add_argument("--eval-rows", type=int, default=60_000)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--feature-size", type=int, default=117581, help="ids of the generated data")
+    parser.add_argument("--hp", action="append", default=[], type=runner.key_value, metavar="KEY=VALUE",
+                        help="a hyperparameter for every case (repeatable)")
+
+
+def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
+    """(name, hosts, CPUs per host, distribution), the baseline first."""
+    hosts = 2
+    listed = [("1 host x 1 CPU, single", 1, 1, "single")]
+    if args.cpus > 1:
+        listed.append((f"1 host x {args.cpus} CPUs, single", 1, args.cpus, "single"))
+    for mode in args.modes.split(","):
+        if mode not in MULTI_HOST_MODES:
+            raise SystemExit(f"trainer bench scale: --modes: {mode!r} is not one of {', '.join(MULTI_HOST_MODES)}")
+        listed.append((f"{hosts} hosts x 1 CPU, {mode}", hosts, 1, mode))
+    return listed
+
+
+def planners_choice(channels: dict, hyperparameters: dict, hosts: int, folder: str) -> str:
+    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each, as `trainer plan` plans it."""
+    from trainer.contract.job import read_job
+    from trainer.plan.planner import make_plan
+
+    local = runner.LocalJob(channels, {**hyperparameters, "distribution": "auto"}, hosts=hosts, host_cpus=1)
+    folders = local.lay_out(folder)
+    previous = os.environ.get("SM_NUM_CPUS")
+    os.environ["SM_NUM_CPUS"] = "1"
+    try:
+        return make_plan(read_job(folders[local.host_names[0]])).mode
+    finally:
+        if previous is None:
+            os.environ.pop("SM_NUM_CPUS")
+        else:
+            os.environ["SM_NUM_CPUS"] = previous
+
+
+def run(args: argparse.Namespace) -> dict:
+    listed = cases(args)
+    if max(hosts * cpus for _, hosts, cpus, _ in listed) > len(os.sched_getaffinity(0)):
+        raise SystemExit(f"trainer bench scale: needs {max(2, args.cpus)} CPUs of its own; "
+                         f"this process may use {len(os.sched_getaffinity(0))}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="trainer-bench-scale-") as folder:
+        data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4,
+                                feature_size=args.feature_size)
+        channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
+        common = {"num_epochs": str(args.epochs), **dict(args.hp)}
+        choice = planners_choice(channels, common, 2, os.path.join(folder, "plan"))
+        for index, (name, hosts, cpus, mode) in enumerate(listed):
+            job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
+            exit_code, metrics = local_job_metrics(job, os.path.join(folder, f"case-{index}"))
+            row = {"case": name, "hosts": hosts, "cpus_per_host": cpus, "mode": mode, "exit_code": exit_code}
+            if metrics is not None:
+                row.update({key: metrics[key] for key in ("train_samples_per_sec", "eval_auc", "steps", "world_size")})
+            rows.append(row)
+    baseline = rows[0]
+    for row in rows:
+        if "train_samples_per_sec" in row and "train_samples_per_sec" in baseline:
+            row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
+            row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
+            row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
+    return {"benchmark": "scale", "train_rows": args.train_rows, "epochs": args.epochs,
+            "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
+            "cpus": os.cpu_count(), "rows": rows}
+
+
+def table(result: dict) -> str:
+    lines = ["case | samples/s | against 1 host x 1 CPU | efficiency | eval AUC | AUC change",
+             "--- | --- | --- | --- | --- | ---"]
+    for row in result["rows"]:
+        name = row["case"] + (" (the planner's choice)" if row["hosts"] > 1 and row["mode"] == result["planners_choice"]
+                              else "")
+        if "speedup" not in row:
+            lines.append(f"{name} | failed (exit {row['exit_code']}) | | | |")
+            continue
+        lines.append(f"{name} | {row['train_samples_per_sec']:,.0f} | {row['speedup']:.2f}x | "
+                     f"{row['efficiency']:.0%} | {row['eval_auc']:.4f} | {row['eval_auc_change']:+.4f}")
+    lines.append(f"\nFor 2 CPU hosts of 1 CPU each the planner picks {result['planners_choice']} "
+                 f"({result['train_rows']:,} rows, {result['feature_size']:,} ids, {result['epochs']} epochs).")
+    return "\n".join(lines)
+
+
+def charts(result: dict):
+    from trainer.bench.charts import Chart
+
+    rows = [row for row in result["rows"] if "speedup" in row]
+    return [Chart("scale", "Samples/s against 1 host x 1 CPU (each host on CPUs of its own)", "x one host, one CPU",
+                  [row["case"] for row in rows], [row["speedup"] for row in rows],
+                  note="The ideal is the number of CPUs: 2.0 for 2 hosts x 1 CPU.",
+                  highlight=[row["case"] for row in rows if row["hosts"] > 1 and row["mode"] == result["planners_choice"]])]
