@@ -76,7 +76,10 @@ def test_switches(tmp_path):
 
 @pytest.mark.cores(1)
 def test_limit(tmp_path):
-    result, _ = bench(tmp_path, "limit", "--steps", "30", "--matmul-repeats", "30", "--rounds", "1")
+    result, table = bench(tmp_path, "limit", "--steps", "30", "--matmul-repeats", "30", "--rounds", "1")
+    # The step against the figures kept in the repository (trainer/bench/recorded/limit.json).
+    assert "Against the figures recorded on" in table and "in this run" in table
+    assert set(result["against_recorded"]["moves"]) == {"samples_per_sec", "fraction_of_matmul"}
     # The profiler's count covers at least the MLP's matmuls, forward and backward.
     assert result["train_flops_per_sample"] >= 3 * result["mlp_forward_flops_per_sample"]
     assert 0 < result["fraction_of_matmul"] and result["matmul_flops_per_sec"] > 0
@@ -97,13 +100,14 @@ def test_ops_sums_the_profiled_op_time_by_type(tmp_path):
 @pytest.mark.cores(1)
 def test_peer_trains_deepctr_in_its_own_environment(tmp_path):
     # 64 steps an epoch: the first call of steps_per_execution steps is not timed, the second is.
-    result, _ = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "2",
+    result, table = bench(tmp_path, "peer", "--train-rows", "16384", "--eval-rows", "2000", "--epochs", "2",
                       "--optimizer", "adam", "--learning-rate", "0.001", timeout=1800)
     models = {row["model"]: row for row in result["rows"]}
     assert set(models) == {"ours", "deepctr 0.9.4"} and result["optimizer"] == "adam"
     for row in models.values():
         assert row["samples_per_sec"] > 0 and 0.0 < row["eval_auc"] <= 1.0, row  # 64 steps: no skill asked
         assert len(row["eval_auc_by_epoch"]) == 2 and row["eval_auc_by_epoch"][-1] == row["eval_auc"], row
+    assert "Against the figures recorded on" in table  # trainer/bench/recorded/peer.json
 
 
 @pytest.mark.cores(1)

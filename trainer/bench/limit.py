@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from trainer.bench import recorded
 from trainer.bench.common import cached_batches, default, default_model, interleaved
 from trainer.cpu.measure import fit_rate
 
@@ -21,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed training steps per round")
     parser.add_argument("--matmul-repeats", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    recorded.add_record_argument(parser)
+
+
+# The figures kept in the repository (trainer.bench.recorded) and compared on every run.
+RECORDED_FIGURES = {"samples_per_sec": "training samples/s (cached input)",
+                    "fraction_of_matmul": "fraction of the matmul rate achieved"}
 
 
 def step_flops_per_sample(model, batch_size: int) -> tuple[float, float]:
@@ -94,12 +101,14 @@ def run(args: argparse.Namespace) -> dict:
     # Time the step's MLP matmuls (forward, and backward at twice that) would take at the
     # reference rate, as a share of the step's time: what is left is not matmul arithmetic.
     matmul_share = 3 * mlp_forward_flops * rates["step"] / rates["matmul"]
-    return {"benchmark": "limit", "batch_size": batch_size, "train_flops_per_sample": round(train_flops),
-            "forward_flops_per_sample": round(forward_flops), "mlp_forward_flops_per_sample": mlp_forward_flops,
-            "samples_per_sec": round(rates["step"], 1), "achieved_flops_per_sec": achieved,
-            "matmul_flops_per_sec": rates["matmul"], "fraction_of_matmul": round(achieved / rates["matmul"], 3),
-            "matmul_share_of_step_time": round(matmul_share, 3), "mlp_shapes": shapes,
-            "steps": args.steps, "rounds": args.rounds}
+    result = {"benchmark": "limit", "batch_size": batch_size, "train_flops_per_sample": round(train_flops),
+              "forward_flops_per_sample": round(forward_flops), "mlp_forward_flops_per_sample": mlp_forward_flops,
+              "samples_per_sec": round(rates["step"], 1), "achieved_flops_per_sec": achieved,
+              "matmul_flops_per_sec": rates["matmul"], "fraction_of_matmul": round(achieved / rates["matmul"], 3),
+              "matmul_share_of_step_time": round(matmul_share, 3), "mlp_shapes": shapes,
+              "steps": args.steps, "rounds": args.rounds}
+    result["against_recorded"] = recorded.compare("limit", result, RECORDED_FIGURES, args.record)
+    return result
 
 
 def table(result: dict) -> str:
@@ -113,6 +122,7 @@ def table(result: dict) -> str:
         f"MLP-shaped matmul GFLOP/s | {result['matmul_flops_per_sec'] / 1e9:.1f}",
         f"fraction of the matmul rate achieved | {result['fraction_of_matmul']:.2f}",
         f"share of the step's time its MLP matmuls need at that rate | {result['matmul_share_of_step_time']:.2f}",
+        *recorded.lines(result["against_recorded"]),
     ])
 
 

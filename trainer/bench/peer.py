@@ -20,6 +20,7 @@ import argparse
 import os
 import tempfile
 
+from trainer.bench import recorded
 from trainer.bench.common import local_job_metrics
 from trainer.cpu.measure import json_result
 from trainer.contract.hyperparameters import SPEC_BY_NAME
@@ -42,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="for both")
     parser.add_argument("--deepctr-python", default=os.environ.get("TRAINER_BENCH_DEEPCTR_PYTHON"),
                         help="python of the DeepCTR environment (./build.sh bench peer sets it)")
+    recorded.add_record_argument(parser)
+
+
+# The figures kept in the repository (trainer.bench.recorded) and compared on every run.
+RECORDED_FIGURES = {"ours_samples_per_sec": "our DeepFM's samples/s", "speedup": "ours / DeepCTR samples/s"}
 
 
 def ours(data: dict, args: argparse.Namespace, folder: str) -> dict:
@@ -78,10 +84,13 @@ def run(args: argparse.Namespace) -> dict:
         rows = [{"model": "ours", **ours(data, args, folder)},
                 {"model": "deepctr 0.9.4", **deepctr(args.deepctr_python, data, args)}]
     speedup = rows[0]["samples_per_sec"] / rows[1]["samples_per_sec"]
-    return {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
-            "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
-            "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs,
-            "feature_size": args.feature_size, "optimizer": args.optimizer, "learning_rate": args.learning_rate}
+    result = {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
+              "ours_samples_per_sec": rows[0]["samples_per_sec"],
+              "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
+              "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs,
+              "feature_size": args.feature_size, "optimizer": args.optimizer, "learning_rate": args.learning_rate}
+    result["against_recorded"] = recorded.compare("peer", result, RECORDED_FIGURES, args.record)
+    return result
 
 
 def table(result: dict) -> str:
@@ -90,7 +99,8 @@ def table(result: dict) -> str:
         by_epoch = ", ".join(f"{auc:.4f}" for auc in row["eval_auc_by_epoch"])
         lines.append(f"{row['model']} | {row['samples_per_sec']:,.0f} | {row['eval_auc']:.4f} | {by_epoch}")
     lines += ["", f"- ours / DeepCTR samples/s: {result['speedup']}x",
-              f"- ours - DeepCTR eval AUC: {result['auc_difference']:+.4f}"]
+              f"- ours - DeepCTR eval AUC: {result['auc_difference']:+.4f}",
+              *recorded.lines(result["against_recorded"])]
     return "\n".join(lines)
 
 
