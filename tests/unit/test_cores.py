@@ -109,6 +109,38 @@ def test_a_test_waiting_for_one_core_gets_it_between_tests_that_need_both(tmp_pa
     assert order.count(2) == 5 and order.index(1) <= 2, order
 
 
+def hold_for(folder: str, cores: int, seconds: float, spans) -> None:
+    with holding(cores, folder):
+        began = time.monotonic()
+        time.sleep(seconds)
+        spans.append((cores, began, time.monotonic()))
+
+
+def test_a_test_waiting_for_both_cores_leaves_the_free_one_to_a_test_that_needs_one(tmp_path):
+    """A 1-core test runs; a 2-core test asks, then another 1-core test: that one takes the
+    free core at once rather than queue behind the 2-core test, which runs once both are free."""
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager:
+        spans = manager.list()
+        first = context.Process(target=hold_for, args=(str(tmp_path), 1, 3.0, spans))
+        first.start()
+        while not os.path.exists(tmp_path / "core-0"):  # the first test's lock files are there
+            time.sleep(0.05)
+        time.sleep(0.5)  # and it holds a core
+        both = context.Process(target=hold_for, args=(str(tmp_path), 2, HOLD_SEC, spans))
+        both.start()
+        time.sleep(0.5)  # the 2-core test is waiting
+        hold_for(str(tmp_path), 1, HOLD_SEC, spans)
+        for process in (first, both):
+            process.join(MEET_WITHIN_SEC)
+            assert process.exitcode == 0
+        (_, first_began, first_ended), (_, second_began, second_ended) = sorted(
+            (span for span in spans if span[0] == 1), key=lambda span: span[1])
+        (_, both_began, _), = [span for span in spans if span[0] == 2]
+    assert second_began < first_ended, spans  # side by side with the first
+    assert both_began >= max(first_ended, second_ended), spans  # alone
+
+
 def test_the_cpu_log_is_summed_by_tier_and_its_slowest_tests_listed(tmp_path):
     log = tmp_path / "cores.jsonl"
     rows = [("tests/unit/test_a.py::test_x", 0, 0.0, 1.0, 1.5, 1.0),
