@@ -1,0 +1,40 @@
+"""`trainer bench scale`'s table: every case gets a row, whichever of them failed."""
+import pytest
+
+from trainer.bench import scale
+
+BASELINE = {"case": "1 host x 1 CPU, single", "hosts": 1, "cpus_per_host": 1, "mode": "single", "exit_code": 0,
+            "train_samples_per_sec": 30000.0, "eval_auc": 0.75}
+HOROVOD = {"case": "2 hosts x 1 CPU, horovod", "hosts": 2, "cpus_per_host": 1, "mode": "horovod", "exit_code": 0,
+           "train_samples_per_sec": 36000.0, "eval_auc": 0.76}
+FAILED = {"case": "2 hosts x 1 CPU, parameter_server", "hosts": 2, "cpus_per_host": 1, "mode": "parameter_server",
+          "exit_code": 1}
+
+
+def compared(row: dict, baseline: dict) -> dict:
+    speedup = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
+    return {**row, "speedup": speedup, "efficiency": speedup / (row["hosts"] * row["cpus_per_host"]),
+            "eval_auc_change": row["eval_auc"] - baseline["eval_auc"]}
+
+
+CASES = {
+    "all ran": ([compared(BASELINE, BASELINE), compared(HOROVOD, BASELINE)],
+                ["1 host x 1 CPU, single | 30,000 | 1.00x | 100% | 0.7500 | +0.0000",
+                 "2 hosts x 1 CPU, horovod (the planner's choice) | 36,000 | 1.20x | 60% | 0.7600 | +0.0100"]),
+    "a scaled-out case failed": ([compared(BASELINE, BASELINE), FAILED],
+                                 ["2 hosts x 1 CPU, parameter_server | failed (exit 1) | | | | |"]),
+    "the baseline failed": ([{**BASELINE, "exit_code": 1, "train_samples_per_sec": None}, HOROVOD],
+                            ["2 hosts x 1 CPU, horovod (the planner's choice) | 36,000 | | | 0.7600 |"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_case_has_its_row(case):
+    rows, expected_lines = CASES[case]
+    rows = [{key: value for key, value in row.items() if value is not None} for row in rows]  # None: not measured
+    result = {"rows": rows, "planners_choice": "horovod", "train_rows": 1000, "feature_size": 10, "epochs": 1}
+    lines = scale.table(result).splitlines()
+    for line in expected_lines:
+        assert line in lines, "\n".join(lines)
+    assert [line.split(" | ")[0].removesuffix(" (the planner's choice)") for line in lines[2:2 + len(rows)]] == \
+        [row["case"] for row in rows]
