@@ -20,7 +20,7 @@ PEER_WAIT_SEC = 15
 
 @pytest.mark.cores(0)  # mostly waits (measured: TRAINER_TEST_CPU_LOG)
 def test_a_second_host_that_never_starts(hosts_of, record_fault):
-    cluster = hosts_of({"peer_wait_sec": PEER_WAIT_SEC})
+    cluster = hosts_of({"distribution": "parameter_server", "peer_wait_sec": PEER_WAIT_SEC})
     cluster.start("algo-1")
     code = cluster.wait("algo-1", timeout=within(PEER_WAIT_SEC))
     seconds = time.monotonic() - cluster.started["algo-1"]
@@ -35,7 +35,7 @@ def test_a_second_host_that_never_starts(hosts_of, record_fault):
 
 @pytest.mark.cores(1)
 def test_sigterm_while_waiting_for_a_host_ends_the_container(hosts_of, record_fault):
-    cluster = hosts_of({"peer_wait_sec": 300})
+    cluster = hosts_of({"distribution": "parameter_server", "peer_wait_sec": 300})
     cluster.start("algo-1")
     cluster.wait_for_log("algo-1", "waiting for the job's other hosts")
     stopped = time.monotonic()

@@ -53,7 +53,8 @@ def test_a_parameter_server_estimator_script(sdk_path, sdk_inputs, tmp_path):
 @pytest.mark.cores(2)  # hosts training together in containers run alone: beside another job, a worker lost its peers once
 def test_the_built_in_model(sdk_path, sdk_inputs, tmp_path):
     result, log, _ = sdk_job(sdk_path, tmp_path, {"instance_count": 2, "inputs": sdk_inputs,
-                                                    "hyperparameters": {"num_epochs": 1}},
+                                                    "hyperparameters": {"num_epochs": 1,
+                                                                        "distribution": "parameter_server"}},
                                 timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "distribution: parameter_server" in log

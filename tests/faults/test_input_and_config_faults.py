@@ -275,7 +275,7 @@ def test_a_parameter_server_worker_whose_fifo_is_never_fed(aws_split, tmp_path, 
 
     monkeypatch.setattr(runner, "PipeFeeder", SilentOnAlgo2)
     job = runner.LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
-                          {"pipe_wait_sec": "15"}, input_mode="Pipe", hosts=2)
+                          {"distribution": "parameter_server", "pipe_wait_sec": "15"}, input_mode="Pipe", hosts=2)
     started = time.monotonic()
     folder, exit_code = runner.run(job, str(tmp_path / "job"))
     seconds = time.monotonic() - started

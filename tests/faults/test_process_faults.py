@@ -188,7 +188,7 @@ def test_sigterm_to_parameter_servers_in_pipe_mode_saves_and_each_worker_resumes
     """The coordinator stops at its next call, saves how far each worker got, and the next run
     has each worker skip what it trained: the job ends with the steps of an uninterrupted one."""
     channels = {"training": generated["train"], "evaluation": generated["eval"]}
-    hp = {"num_epochs": 2, "log_steps": 32}
+    hp = {"distribution": "parameter_server", "num_epochs": 2, "log_steps": 32}
     whole = run_local(tmp_path / "whole", channels, hp, input_mode="Pipe", hosts=2)
     assert whole.exit_code == 0, whole.log[-3000:]
 

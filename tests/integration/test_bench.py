@@ -192,5 +192,5 @@ def test_scale_compares_one_host_with_two_hosts_of_their_own_cpus(tmp_path):
     assert scaled_out["efficiency"] == pytest.approx(scaled_out["speedup"] / 2)
     assert scaled_out["eval_auc_change"] == pytest.approx(scaled_out["eval_auc"] - baseline["eval_auc"])
     # The planner's pick for 2 CPU hosts is what `trainer plan` says for the same job.
-    assert result["planners_choice"] == "parameter_server"
-    assert "For 2 CPU hosts of 1 CPU each the planner picks parameter_server" in table
+    assert result["planners_choice"] == "horovod"
+    assert "For 2 CPU hosts of 1 CPU each the planner picks horovod" in table

@@ -37,11 +37,12 @@ def uneven_parts(aws_split, tmp_path_factory):
 
 @pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_parameter_servers_in_pipe_mode_each_worker_reads_its_own_fifo(uneven_parts, aws_split, tmp_path):
-    """The DeepFM demo's job: parameter servers on CPU hosts in Pipe mode, no distribution
-    asked for. Each worker streams its own host's FIFO; algo-2's ends first and the epoch
+    """The DeepFM demo's job: parameter servers on CPU hosts in Pipe mode, asked for with the
+    SDK's key as the demo's estimator does. Each worker streams its own host's FIFO; algo-2's ends first and the epoch
     goes on until algo-1's has ended too."""
     channels = {"training": uneven_parts, "evaluation": aws_split["evaluation"]}
-    run = run_local(tmp_path, channels, {"log_steps": "4"}, input_mode="Pipe", hosts=2, sharded=("training",),
+    run = run_local(tmp_path, channels, {"log_steps": "4", "sagemaker_parameter_server_enabled": "true"},
+                    input_mode="Pipe", hosts=2, sharded=("training",),
                     timeout=CLUSTER_TIMEOUT_SEC)
     assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
     metrics = run.metrics

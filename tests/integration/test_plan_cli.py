@@ -87,19 +87,19 @@ def test_plan_of_a_cluster_before_paying_for_it(quarters):
     assert result["plan"]["launch"]["kind"] == "sagemaker_mpi"
 
 
-def test_the_readme_first_example_plans_parameter_servers_in_pipe_mode(aws_split):
-    """Two CPU hosts in Pipe mode, no distribution: parameter servers, each worker reading
-    its own host's FIFO, the coordinator only the evaluation FIFO."""
+def test_the_readme_first_example_plans_horovod_in_pipe_mode(aws_split):
+    """Two CPU hosts in Pipe mode, no distribution: Horovod, a rank per host, each reading its
+    own host's training and evaluation FIFOs."""
     code, result = plan("--channel", f"training={aws_split['training']}", "--channel",
                         f"evaluation={aws_split['evaluation']}", "--hosts", "2", "--input-mode", "Pipe",
                         "--instance-type", "ml.c5.4xlarge", "--hp", "batch_size=512")
     assert code == 0, result
     plan_ = result["plan"]
-    assert (plan_["mode"], plan_["input_mode"], plan_["world_size"]) == ("parameter_server", "Pipe", 2)
+    assert (plan_["mode"], plan_["input_mode"], plan_["world_size"]) == ("horovod", "Pipe", 2)
+    assert plan_["reason"].startswith("2 CPU hosts: Horovod, one process per host"), plan_["reason"]
     reads = {(p["host"], p["role"]): p["reads"] for p in plan_["processes"]}
-    assert reads == {("algo-1", "chief"): ["input/data/evaluation_<epoch>"],
-                     ("algo-1", "worker"): ["input/data/training_<epoch>"], ("algo-1", "ps"): [],
-                     ("algo-2", "worker"): ["input/data/training_<epoch>"], ("algo-2", "ps"): []}
+    fifos = ["input/data/training_<epoch>", "input/data/evaluation_<epoch>"]
+    assert reads == {("algo-1", "chief"): fifos, ("algo-2", "worker"): fifos}
 
 
 def test_plan_states_an_impossible_job(aws_split):

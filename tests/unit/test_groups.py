@@ -9,6 +9,7 @@ from trainer.contract.job import InstanceGroup
 from trainer.errors import JobError
 from trainer.plan.planner import make_plan
 from trainer.plan.types import LaunchKind
+from trainer.tf_line import LINES
 
 from test_planner import job as homogeneous_job
 
@@ -101,12 +102,18 @@ def test_a_data_host_serves_and_follows_the_first_training_host():
     assert plan.ssh_trust is None
 
 
-def test_auto_gives_cpu_hosts_fed_by_a_data_group_a_mode_that_reads_through_it():
-    """Parameter servers, auto's choice for CPU hosts, cannot read through a data group."""
-    plan = make_plan(job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t"}))
-    assert plan.mode == "horovod" and plan.data_service is not None
-    assert plan.reason == ("2 CPU hosts fed by a data group: Horovod (parameter servers read their input on each "
-                           "worker's own host, which a data group cannot feed)")
+@pytest.mark.parametrize("line, mode, why", [
+    ("2.14", "horovod", "2 CPU hosts: Horovod, one process per host with the host's CPUs"),
+    ("2.21", "multi_worker_mirrored", "2 CPU hosts fed by a data group: multi_worker_mirrored (parameter servers "
+                                      "read their input on each worker's own host, which a data group cannot feed)"),
+])
+def test_auto_gives_cpu_hosts_fed_by_a_data_group_a_mode_that_reads_through_it(line, mode, why):
+    """On the 2.21 line, auto's choice for CPU hosts, parameter servers, cannot read through a
+    data group; multi-worker mirrored (2.21 has no Horovod) trains instead."""
+    fed = job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t"})
+    plan = make_plan(dataclasses.replace(fed, tf_line=LINES[line]))
+    assert plan.mode == mode and plan.data_service is not None
+    assert plan.reason.startswith(why), plan.reason
     asked = make_plan(job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t",
                                                               "distribution": "multi_worker_mirrored"}))
     assert asked.mode == "multi_worker_mirrored"

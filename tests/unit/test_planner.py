@@ -42,6 +42,7 @@ def summary(plan):
 
 
 MPI_2 = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
+PS = {"distribution": "parameter_server"}
 CASES = {
     "1 CPU host: single": (
         job(), ("single", 1, 1, 1, 256, 1.0, "in_process"),
@@ -56,8 +57,11 @@ CASES = {
     "1 host, 8 GPUs, SDK mpi 8 per host": (
         job(gpus=8, sdk={"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 8}),
         ("horovod", 8, 8, 1, 2048, 8.0, "mpirun"), None),
-    "2 CPU hosts: parameter servers": (
-        job(hosts=2), ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"),
+    "2 CPU hosts: horovod, one process per host with its CPUs": (
+        job(hosts=2), ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"),
+        [("1", "chief", 0, 0, (T,), (2, 0), (2, 0), None), ("2", "worker", 1, 0, (T,), (2, 1), (2, 1), None)]),
+    "2 CPU hosts, distribution parameter_server": (
+        job(hosts=2, hp=PS), ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"),
         [("1", "chief", None, 0, (T,), (1, 0), (1, 0), None),
          ("1", "worker", 0, 0, (T,), (2, 0), None, None), ("1", "ps", None, 0, (), (1, 0), None, None),
          ("2", "worker", 1, 0, (T,), (2, 1), None, None), ("2", "ps", None, 0, (), (1, 0), None, None)]),
@@ -150,7 +154,7 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     only the evaluation channel; in Pipe mode each reads its host's FIFOs."""
     names, by_host, row = PS_LAYOUTS[(layout, sharded)]
     s3 = "ShardedByS3Key" if sharded else "FullyReplicated"
-    plan = make_plan(job(hosts=hosts, mode=mode, channels={**{n: s3 for n in names}, E: "FullyReplicated"}))
+    plan = make_plan(job(hosts=hosts, mode=mode, channels={**{n: s3 for n in names}, E: "FullyReplicated"}, hp=PS))
     assert (plan.mode, plan.input_mode, plan.sharding, plan.world_size) == ("parameter_server", mode, row, hosts)
     assert plan.steps_per_execution == 32 and plan.learning_rate_scale == 1.0  # asynchronous: not scaled
     epoch = "_<epoch>" if mode == "Pipe" else ""
@@ -174,14 +178,14 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
     (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
-    (job(hosts=2, mode="Pipe", hp={"pipe_reader": "pipemodedataset"}),
+    (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
-    (job(hosts=2, hp={"processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
+    (job(hosts=2, hp={**PS, "processes_per_host": "2"}), "'processes_per_host': 2 is for horovod"),
     (job(channels={"evaluation": "FullyReplicated"}), "training channel 'training' is missing"),
     (job(sdk=MPI_2, hp={"jit_compile": "true"}), "'jit_compile': XLA cannot compile the training step of "
                                                   "distribution horovod"),
-    (job(hosts=2, hp={"jit_compile": "true"}), "distribution parameter_server; turn it off"),
+    (job(hosts=2, hp={**PS, "jit_compile": "true"}), "distribution parameter_server; turn it off"),
     (job(sdk=MPI_2, hp={"tune_threads": "true"}), "'tune_threads': it tunes one process that owns its host"),
     (job(mode="Pipe", hp={"tune_threads": "true"}), "this job is single in Pipe mode"),
     (job(hp={"distribution": "tower", "steps_per_execution": "8"}), "'steps_per_execution': distribution tower"),
@@ -203,7 +207,8 @@ LINE_CASES = {
     "2.21, 1 host, 4 GPUs: mirrored over them": (job(gpus=4, line="2.21"), ("mirrored", 1, 1, 4)),
     "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
                                                         ("multi_worker_mirrored", 1, 2, 1)),
-    "2.21, 2 CPU hosts: parameter servers as on 2.14": (job(hosts=2, line="2.21"), ("parameter_server", 1, 2, 1)),
+    "2.21, 2 CPU hosts: parameter servers (horovod on 2.14)": (job(hosts=2, line="2.21"), ("parameter_server", 1, 2, 1)),
+    "2.14, 2 CPU hosts: horovod": (job(hosts=2), ("horovod", 1, 2, 1)),
     "2.21, 1 CPU host: single": (job(line="2.21"), ("single", 1, 1, 1)),
     "2.21, a script with the SDK's MPI key: mpirun of the script (mpi4py)": (
         as_script(job(sdk=MPI_2, line="2.21")), ("horovod", 2, 2, 1)),
@@ -259,7 +264,7 @@ def test_horovod_for_the_own_model_is_refused_on_the_line_without_it(the_job, as
     (job(sdk=MPI_2), 32),                                          # horovod: collectives inside the loop
     (job(hp={"log_steps": "10"}), 10),                             # no more steps than one log line
     (job(hp={"profile_steps": "5,8"}), 1),                         # the profiler counts calls
-    (job(hosts=2), 32),                                            # parameter_server: a call ends with its worker's pass
+    (job(hosts=2, hp=PS), 32),                                     # parameter_server: a call ends with its worker's pass
     (job(hosts=2, hp={"distribution": "multi_worker_mirrored"}), 1),  # replicas end their data apart
     (job(hp={"distribution": "mirrored"}), 1),                     # replicas end their data apart
     (job(hp={"steps_per_execution": "4"}), 4),                     # asked for
@@ -339,7 +344,7 @@ def test_the_plan_the_log_and_the_toolkits_mpirun_say_how_ranks_share_the_cpus()
 
 
 def test_tf_config_for_parameter_servers():
-    plan = make_plan(job(hosts=2))
+    plan = make_plan(job(hosts=2, hp=PS))
     cluster = {"chief": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"],
                "worker": ["algo-1:2224", "algo-2:2224"]}
     assert [(p.role, p.host, p.tf_config) for p in plan.processes] == [
@@ -373,7 +378,7 @@ def test_master_becomes_chief():
 def test_plan_is_json():
     import json
 
-    data = json.loads(json.dumps(make_plan(job(hosts=2)).to_dict()))
+    data = json.loads(json.dumps(make_plan(job(hosts=2, hp=PS)).to_dict()))
     assert data["mode"] == "parameter_server" and len(data["processes"]) == 5
 
 
@@ -397,8 +402,8 @@ PEER_CASES = {
     # (job, host index) -> (what the host waits for before its multi-host work, the leader)
     "one host: no wait, no leader": (job(), 0, [], None),
     "one host, horovod: none either": (job(gpus=4), 0, [], None),
-    "PS coordinator's host: the other's train, ps and worker task": (job(hosts=2), 0, PS_WAITS, "algo-1"),
-    "PS other host: the coordinator's train": (job(hosts=2), 1, [("algo-1", 2225, "train")], "algo-1"),
+    "PS coordinator's host: the other's train, ps and worker task": (job(hosts=2, hp=PS), 0, PS_WAITS, "algo-1"),
+    "PS other host: the coordinator's train": (job(hosts=2, hp=PS), 1, [("algo-1", 2225, "train")], "algo-1"),
     "MPI master: every other host's train": (
         job(hosts=3, sdk=MPI_2), 0, [("algo-2", 2225, "train"), ("algo-3", 2225, "train")], "algo-1"),
     "MPI worker: every other host's train": (
@@ -422,7 +427,7 @@ SSH_CASES = {
     "one host, MPI on it: mpirun needs no ssh": (job(sdk=MPI_2), None),
     "MPI on 3 hosts: the master logs in to the others": (
         job(hosts=3, sdk=MPI_2), SshTrust(("algo-1",), ("algo-2", "algo-3"))),
-    "parameter servers on 2 hosts": (job(hosts=2), None),
+    "parameter servers on 2 hosts": (job(hosts=2, hp=PS), None),
     "multi-worker mirrored on 2 hosts": (job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": True}),
                                          None),
 }

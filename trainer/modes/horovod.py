@@ -94,6 +94,11 @@ class Horovod(Mode):
             return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"
         if hosts > 1 and gpus:
             return f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
+        if hosts > 1:
+            # Measured by `bench scale` (docs/distribution.md, "Scaling out, per core"): on hosts of
+            # one CPU each, 3.7x the samples/s of parameter servers and 2.9x multi-worker mirrored's.
+            return (f"{hosts} CPU hosts: Horovod, one process per host with the host's CPUs (the fastest "
+                    "multi-host mode on CPU hosts, measured in docs/distribution.md)")
         return None
 
     def processes_per_host(self, job) -> int:

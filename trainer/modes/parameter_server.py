@@ -216,10 +216,11 @@ class ParameterServer(Mode):
         return None
 
     def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) == 1 or job.num_gpus:
-            return None
-        return (f"{len(job.hosts)} CPU hosts: parameter servers, one per host, with the embedding partitioned "
-                "over them (see P13 in docs/pitfalls.md; faster than multi-worker mirrored on CPU, P12)")
+        if job.runs_script or len(job.hosts) == 1 or job.num_gpus or job.tf_line.horovod:
+            return None  # with Horovod on the line, Horovod suits CPU hosts better (its suits)
+        return (f"{len(job.hosts)} CPU hosts on the TensorFlow {job.tf_line.name} line, which has no Horovod: "
+                "parameter servers, one per host, with the embedding partitioned over them and each worker "
+                "stepping on its own (see P13 in docs/pitfalls.md)")
 
     def processes(self, layout) -> list[Process]:
         """A worker and a PS task on every host; for the container's own training, first the

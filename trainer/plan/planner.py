@@ -159,8 +159,7 @@ def _fed_training_plan(job, view, service) -> Plan:
     """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
     it. The container's own parameter servers read their input on each worker's own host,
     which a data group cannot feed: asked for, they are refused; picked by auto (several CPU
-    hosts), Horovod trains instead, as multi-worker mirrored's all-reduce is the slower on
-    CPU (docs/distribution.md, "Which mode when")."""
+    hosts on a line without Horovod), multi-worker mirrored trains instead."""
     plan = _training_plan(view)
     if plan.mode != "parameter_server" or job.runs_script:
         return plan
@@ -168,9 +167,10 @@ def _fed_training_plan(job, view, service) -> Plan:
         raise JobError(f"instance groups: {service.why}: "
                        "parameter servers read their input on each worker's own host, not through a data group; "
                        "use horovod or multi_worker_mirrored on the training group, or no data group")
+    instead = "horovod" if view.tf_line.horovod else "multi_worker_mirrored"
     plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
-        "distribution", "horovod")))
-    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: Horovod (parameter "
+        "distribution", instead)))
+    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: {instead} (parameter "
                                             "servers read their input on each worker's own host, which a data "
                                             "group cannot feed)")
 
