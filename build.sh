@@ -400,7 +400,7 @@ case "$cmd" in
     export TRAINER_TEST_CORES
     line_log="$CACHE_DIR/line-2.21-tier.log"
     log "the TensorFlow 2.21 line's tier runs beside the suite (log: $line_log; printed at the end)"
-    test_line 2.21 -n 2 >"$line_log" 2>&1 &  # two test processes beside the suite's three
+    test_line 2.21 -n 2 >"$line_log" 2>&1 &  # two test processes beside the suite's four
     line_pid=$!
     status=0
     ( run_in_env python -m pytest ) || status=$?

@@ -15,13 +15,14 @@ A test says how many of the machine's two cores its jobs keep busy with `cores(n
 
 A test holds its cores from the start of its setup (module and session fixtures that run
 jobs included) to the end of its teardown. The cores are two lock files of the test run,
-taken with flock(2): a 1-core test takes whichever is free; a 2-core test takes both when
-both are free at once and no 1-core test is waiting, and holds neither while it waits. So
-1-core tests keep both cores busy while a 2-core test waits, and 2-core tests, which run
-alone anyway, run when no 1-core test is left to pair with the running one. (A 2-core test
-that held one core while it waited for the other left that core idle until the test on the
-other ended, with every 1-core test queued behind it: one of the two cores sat idle for 28
-of the 84 minutes of a whole run.)
+taken with flock(2). A 1-core test takes a free core beside a 1-core test that holds the
+other, even while a 2-core test waits, so that both cores stay busy; when both are free, a
+waiting 2-core test takes them first. A 2-core test holds neither core while it waits.
+(A 2-core test that held one core while it waited for the other left that core idle until
+the test on the other ended, with every 1-core test queued behind it: one of the two cores
+sat idle for 28 of the 84 minutes of a whole run. 1-core tests that always went first kept
+four test processes' 2-core tests waiting behind one process's run of 1-core tests, one
+core idle.)
 """
 from __future__ import annotations
 
@@ -49,23 +50,39 @@ def cores_of(item) -> int:
 
 @contextlib.contextmanager
 def holding(cores: int, lock_dir: str):
-    """The machine's `cores` (0, 1 or 2) for the duration of the block. A test that needs one
-    core goes before a test that needs both, which waits until none is waiting."""
+    """The machine's `cores` (0, 1 or 2) for the duration of the block."""
     files = [open(os.path.join(lock_dir, f"core-{index}"), "a") for index in range(MACHINE_CORES)]
-    waiting_for_one = os.path.join(lock_dir, "waiting-for-one")
+    waiting_for_both = os.path.join(lock_dir, "waiting-for-both")
     try:
         if cores >= MACHINE_CORES:
-            while not (_nobody_holds(waiting_for_one) and _try_lock_all(files)):
-                time.sleep(POLL_SEC)
-        elif cores:
-            with open(waiting_for_one, "a") as waiting:
-                fcntl.flock(waiting, fcntl.LOCK_SH)  # shared by every test waiting for one core
-                while not _try_lock_any(files):
+            with open(waiting_for_both, "a") as waiting:
+                fcntl.flock(waiting, fcntl.LOCK_SH)  # shared by every test waiting for both cores
+                while not _try_lock_all(files):
                     time.sleep(POLL_SEC)
+        elif cores:
+            while not _take_one(files, waiting_for_both):
+                time.sleep(POLL_SEC)
         yield
     finally:
         for file in files:
             file.close()  # releases its lock
+
+
+def _take_one(files, waiting_for_both: str) -> bool:
+    """A free core, beside a test that holds the other; when both are free, only if no test
+    waits for both (it goes first, or a run of 1-core tests would keep it waiting forever
+    with one core idle)."""
+    for index, file in enumerate(files):
+        if _try_lock(file):
+            others = [other for other in files if other is not file]
+            if _try_lock_all(others):  # both were free
+                for other in others:
+                    fcntl.flock(other, fcntl.LOCK_UN)
+                if not _nobody_holds(waiting_for_both):
+                    fcntl.flock(file, fcntl.LOCK_UN)
+                    return False
+            return True
+    return False
 
 
 def _nobody_holds(path: str) -> bool:

@@ -93,20 +93,20 @@ def take_turns(folder: str, cores: int, spans, times: int) -> None:
         hold(cores, folder, spans, None)
 
 
-def test_a_test_waiting_for_one_core_gets_it_between_tests_that_need_both(tmp_path):
-    """One test process runs tests that need both cores back to back; the other's test that
-    needs one core does not wait for all of them: it runs as soon as the current one ends."""
+def test_a_test_waiting_for_both_cores_goes_before_the_next_of_a_run_of_one_core_tests(tmp_path):
+    """One test process runs 1-core tests back to back; the other's test that needs both
+    cores does not wait for all of them: it runs as soon as the current one ends."""
     context = multiprocessing.get_context("fork")
     with context.Manager() as manager:
         spans = manager.list()
-        greedy = context.Process(target=take_turns, args=(str(tmp_path), 2, spans, 5))
-        greedy.start()
-        while not spans and greedy.is_alive():  # the first test that needs both has run
+        chain = context.Process(target=take_turns, args=(str(tmp_path), 1, spans, 5))
+        chain.start()
+        while not os.path.exists(tmp_path / "core-0") and chain.is_alive():  # the first 1-core test runs
             time.sleep(0.05)
-        hold(1, str(tmp_path), spans, None)
-        greedy.join(MEET_WITHIN_SEC)
+        hold(2, str(tmp_path), spans, None)
+        chain.join(MEET_WITHIN_SEC)
         order = [cores for cores, began, _ in sorted(spans, key=lambda span: span[1])]
-    assert order.count(2) == 5 and order.index(1) <= 2, order
+    assert order.count(1) == 5 and order.index(2) <= 2, order
 
 
 def hold_for(folder: str, cores: int, seconds: float, spans) -> None:
