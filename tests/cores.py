@@ -72,7 +72,7 @@ def _take_one(files, waiting_for_both: str) -> bool:
     """A free core, beside a test that holds the other; when both are free, only if no test
     waits for both (it goes first, or a run of 1-core tests would keep it waiting forever
     with one core idle)."""
-    for index, file in enumerate(files):
+    for file in files:
         if _try_lock(file):
             others = [other for other in files if other is not file]
             if _try_lock_all(others):  # both were free
@@ -88,10 +88,6 @@ def _take_one(files, waiting_for_both: str) -> bool:
 def _nobody_holds(path: str) -> bool:
     with open(path, "a") as file:
         return _try_lock(file)  # and released as it closes
-
-
-def _try_lock_any(files) -> bool:
-    return any(_try_lock(file) for file in files)
 
 
 def _try_lock_all(files) -> bool:

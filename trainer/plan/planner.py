@@ -167,11 +167,11 @@ def _fed_training_plan(job, view, service) -> Plan:
         raise JobError(f"instance groups: {service.why}: "
                        "parameter servers read their input on each worker's own host, not through a data group; "
                        "use horovod or multi_worker_mirrored on the training group, or no data group")
-    instead = "horovod" if view.tf_line.horovod else "multi_worker_mirrored"
+    # auto picks them only on a line without Horovod (elsewhere Horovod suits several CPU hosts).
     plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
-        "distribution", instead)))
-    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: {instead} (parameter "
-                                            "servers read their input on each worker's own host, which a data "
+        "distribution", "multi_worker_mirrored")))
+    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: multi_worker_mirrored "
+                                            "(parameter servers read their input on each worker's own host, which a data "
                                             "group cannot feed)")
 
 
