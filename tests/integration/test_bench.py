@@ -194,3 +194,12 @@ def test_scale_compares_one_host_with_two_hosts_of_their_own_cpus(tmp_path):
     # The planner's pick for 2 CPU hosts is what `trainer plan` says for the same job.
     assert result["planners_choice"] == "horovod"
     assert "For 2 CPU hosts of 1 CPU each the planner picks horovod" in table
+    # `trainer plan --probe` on the same job (real Horovod ranks), checked against the cases.
+    measured, predicted = result["probe"]["measured"], result["probe"]["prediction"]
+    assert measured["compute_cpus"] == 1 and measured["exchange_seconds_per_step"] > 0
+    assert measured["dense_bytes_per_step"] > 0 and measured["sparse_bytes_per_step"] > 0
+    assert predicted["hosts"] == 2 and 0 < predicted["speedup"] <= 2
+    assert result["prediction"]["measured_speedup"] == pytest.approx(scaled_out["speedup"])
+    assert result["prediction"]["speedup_error"] == pytest.approx(predicted["speedup"] / scaled_out["speedup"] - 1,
+                                                                  abs=1e-3)
+    assert "`trainer plan --probe` predicted" in table and "error of the speed-up" in table

@@ -64,6 +64,9 @@ ELSEWHERE = {
     "./build.sh bench peer": ("tests/integration/test_bench.py::test_peer_trains_deepctr_in_its_own_environment",
                               SMALLER),
     "./build.sh bench limit": ("tests/integration/test_bench.py::test_limit", SMALLER),
+    "./build.sh exec trainer plan --channel training=data/train --hosts 2 --instance-type ml.c5.xlarge --cpus 4 --probe":
+        ("tests/integration/test_bench.py::test_scale_compares_one_host_with_two_hosts_of_their_own_cpus",
+         "through bench scale, which runs it on its own data without --instance-type (no price, loopback)"),
     "./build.sh bench scale": ("tests/integration/test_bench.py::test_scale_compares_one_host_with_two_hosts_of_their_own_cpus",
                                SMALLER),
     "./build.sh bench build": ("tests/integration/test_bench.py::test_build_compares_tensorflow_builds_in_their_own_processes",

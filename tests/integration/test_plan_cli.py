@@ -107,6 +107,13 @@ def test_plan_states_an_impossible_job(aws_split):
     assert code == 1 and "each process needs its own channel" in result["error"]
 
 
+def test_probe_refuses_a_job_it_cannot_measure(aws_split):
+    """--probe measures CPU hosts (its real run is in test_bench's scale test): a GPU job is
+    refused before anything runs, with the reason."""
+    code, result = plan("--channel", f"training={aws_split['training']}", "--hosts", "2", "--gpus", "1", "--probe")
+    assert code == 1 and result["error"] == "--probe measures CPU hosts; this job has GPUs"
+
+
 def test_plan_of_an_existing_job_folder(quarters, tmp_path):
     from trainer.local import runner
 

@@ -38,3 +38,24 @@ def test_every_case_has_its_row(case):
         assert line in lines, "\n".join(lines)
     assert [line.split(" | ")[0].removesuffix(" (the planner's choice)") for line in lines[2:2 + len(rows)]] == \
         [row["case"] for row in rows]
+
+
+def test_the_probe_s_prediction_is_checked_against_the_measured_cases():
+    rows = [compared(BASELINE, BASELINE), compared(HOROVOD, BASELINE)]
+    prediction = {"samples_per_sec": 45000.0, "speedup": 1.5, "one_host_samples_per_sec": 30000.0}
+    checked = scale.checked(prediction, rows)
+    assert checked["measured_speedup"] == pytest.approx(1.2)
+    assert checked["speedup_error"] == pytest.approx(0.25)  # 1.5 predicted, 1.2 measured
+    assert checked["samples_per_sec_error"] == pytest.approx(0.25)  # 45,000 against 36,000
+    assert checked["one_host_error"] == pytest.approx(0.0)
+    result = {"rows": rows, "planners_choice": "horovod", "train_rows": 1000, "feature_size": 10, "epochs": 1,
+              "prediction": checked}
+    assert scale.table(result).splitlines()[-1] == (
+        "`trainer plan --probe` predicted 45,000 samples/s for 2 hosts x 1 CPU with horovod, 1.50x one host; "
+        "measured 1.20x (error of the speed-up +25%, of the samples/s +25%).")
+
+
+def test_a_failed_horovod_case_leaves_the_prediction_unchecked():
+    checked = scale.checked({"samples_per_sec": 45000.0, "speedup": 1.5, "one_host_samples_per_sec": 30000.0},
+                            [compared(BASELINE, BASELINE), {**HOROVOD, "train_samples_per_sec": None}])
+    assert "measured_speedup" not in checked and checked["one_host_error"] == pytest.approx(0.0)

@@ -79,3 +79,9 @@ def test_probe_command_sets_openmp_in_the_environment():
     assert env == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "disabled", "KMP_BLOCKTIME": "1", "KMP_SETTINGS": "0"}
     assert command[1:] == ["-m", "trainer", "tune", "probe", "--intra", "2", "--inter", "2", "--steps", "50",
                            "--batch-size", "512"]
+
+
+def test_probe_command_asks_for_cached_batches_when_told():
+    command, _ = tune.probe_command(START, steps=300, cached=True)
+    assert command[-3:] == ["--steps", "300", "--cached"]
+    assert "--cached" not in tune.probe_command(START)[0]

@@ -6,12 +6,17 @@ Each case trains the default DeepFM on the same generated data through `trainer 
 (the same `train` as a job). Figures: the job's training samples/s from its metrics.json
 (the first step of each epoch, graph tracing, excluded), the speed-up against 1 host x 1
 CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
-x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`).
+x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
+checks what `trainer plan --probe` predicted for it (run first, while nothing else runs)
+against what the cases measured.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 
 from trainer.bench.common import local_job_metrics
@@ -47,22 +52,21 @@ def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
     return listed
 
 
-def planners_choice(channels: dict, hyperparameters: dict, hosts: int, folder: str) -> str:
-    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each, as `trainer plan` plans it."""
-    from trainer.contract.job import read_job
-    from trainer.plan.planner import make_plan
+def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int) -> tuple[str, dict | None]:
+    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each and, on a line with Horovod,
+    what `trainer plan --probe` predicts for them: the command as a user runs it."""
+    from trainer.tf_line import installed
 
-    local = runner.LocalJob(channels, {**hyperparameters, "distribution": "auto"}, hosts=hosts, host_cpus=1)
-    folders = local.lay_out(folder)
-    previous = os.environ.get("SM_NUM_CPUS")
-    os.environ["SM_NUM_CPUS"] = "1"
-    try:
-        return make_plan(read_job(folders[local.host_names[0]])).mode
-    finally:
-        if previous is None:
-            os.environ.pop("SM_NUM_CPUS")
-        else:
-            os.environ["SM_NUM_CPUS"] = previous
+    command = [sys.executable, "-m", "trainer", "plan", "--hosts", str(hosts), "--host-cpus", "1"]
+    command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
+    command += [f"--hp={key}={value}" for key, value in hyperparameters.items()]
+    if installed().horovod:
+        command.append("--probe")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    result = json.loads(done.stdout) if done.stdout.startswith("{") else {"error": done.stderr[-2000:]}
+    if done.returncode:
+        raise SystemExit(f"trainer bench scale: {' '.join(command)} failed: {result.get('error')}")
+    return result["plan"]["mode"], result.get("scaling")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -76,7 +80,8 @@ def run(args: argparse.Namespace) -> dict:
                                 feature_size=args.feature_size)
         channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
-        choice = planners_choice(channels, common, HOSTS, os.path.join(folder, "plan"))
+        # The probe first, while nothing else runs: its prediction is checked against the cases.
+        choice, probed = planned_and_predicted(channels, common, HOSTS)
         for index, (name, hosts, cpus, mode) in enumerate(listed):
             job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
             exit_code, metrics = local_job_metrics(job, os.path.join(folder, f"case-{index}"))
@@ -90,9 +95,27 @@ def run(args: argparse.Namespace) -> dict:
             row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
             row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
             row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
+    prediction = probed and checked(probed["prediction"], rows)
     return {"benchmark": "scale", "train_rows": args.train_rows, "epochs": args.epochs,
             "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
-            "cpus": os.cpu_count(), "rows": rows}
+            "probe": probed, "prediction": prediction, "cpus": os.cpu_count(), "rows": rows}
+
+
+def checked(prediction: dict, rows: list[dict]) -> dict:
+    """`trainer plan --probe`'s prediction for 2 hosts x 1 CPU beside what horovod and the
+    baseline measured: the prediction's error, of the samples/s and of the speed-up."""
+    measured = {row["mode"] if row["hosts"] > 1 else ("one_host" if row["cpus_per_host"] == 1 else "scaled_up"): row
+                for row in rows}
+    out = {"predicted_samples_per_sec": prediction["samples_per_sec"], "predicted_speedup": prediction["speedup"],
+           "probe_one_host_samples_per_sec": prediction["one_host_samples_per_sec"]}
+    horovod, one_host = measured.get("horovod", {}), measured.get("one_host", {})
+    if "speedup" in horovod:
+        out["measured_speedup"] = horovod["speedup"]
+        out["speedup_error"] = prediction["speedup"] / horovod["speedup"] - 1
+        out["samples_per_sec_error"] = prediction["samples_per_sec"] / horovod["train_samples_per_sec"] - 1
+    if "train_samples_per_sec" in one_host:
+        out["one_host_error"] = prediction["one_host_samples_per_sec"] / one_host["train_samples_per_sec"] - 1
+    return out
 
 
 def table(result: dict) -> str:
@@ -110,6 +133,14 @@ def table(result: dict) -> str:
                          f"{row['efficiency']:.0%} | {row['eval_auc']:.4f} | {row['eval_auc_change']:+.4f}")
     lines.append(f"\nFor {HOSTS} CPU hosts of 1 CPU each the planner picks {result['planners_choice']} "
                  f"({result['train_rows']:,} rows, {result['feature_size']:,} ids, {result['epochs']} epochs).")
+    prediction = result.get("prediction")
+    if prediction:
+        line = (f"`trainer plan --probe` predicted {prediction['predicted_samples_per_sec']:,.0f} samples/s for "
+                f"{HOSTS} hosts x 1 CPU with horovod, {prediction['predicted_speedup']:.2f}x one host")
+        if "measured_speedup" in prediction:
+            line += (f"; measured {prediction['measured_speedup']:.2f}x (error of the speed-up "
+                     f"{prediction['speedup_error']:+.0%}, of the samples/s {prediction['samples_per_sec_error']:+.0%})")
+        lines.append(line + ".")
     return "\n".join(lines)
 
 

@@ -4,11 +4,14 @@
     trainer plan --job-dir /tmp/job               # a job folder
     trainer plan --channel training=data/ --hosts 2 --hp sagemaker_mpi_enabled=true \\
         --hp sagemaker_mpi_num_of_processes_per_host=2 --sharded-channel training --check-input
+    trainer plan --channel training=data/ --hosts 2 --instance-type ml.c5.2xlarge --probe
 
 With --channel options the job is laid out as `trainer local` would (in a temporary
 folder), so a cluster can be planned before paying for it; --gpus and --cpus say what its
-instances have. --check-input reads every rank's training input once (see
-trainer.data.check).
+instances have (--host-cpus N: N CPUs). --check-input reads every rank's training input once
+(see trainer.data.check). --probe measures, in seconds, one host's training step and the
+exchange of its gradients between two ranks on this machine, and predicts the job's
+samples/s and samples per dollar against one host (trainer.plan.scaling).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import os
 import tempfile
 
 from trainer.contract.job import base_dir_from_env, read_job
+from trainer.cpu import probe
 from trainer.cpu import settings as cpu
 from trainer.errors import JobError
 from trainer.local import runner
@@ -31,9 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", type=int, help="vCPUs per instance (with --channel)")
     parser.add_argument("--check-input", action="store_true",
                         help="read every rank's training input for one epoch and show it is read exactly once")
+    parser.add_argument("--probe", action="store_true",
+                        help="measure one host's step and the exchange between hosts on this machine (seconds), "
+                             "and predict whether the job's hosts train faster and cheaper than one")
+    parser.add_argument("--exchange-rank", action="store_true", help=argparse.SUPPRESS)  # --probe's ranks
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.exchange_rank:
+        return probe.exchange_rank()
     try:
         result = plan_and_check(args)
     except JobError as err:
@@ -54,9 +64,11 @@ def plan_and_check(args: argparse.Namespace) -> dict:
                 raise JobError("--check-input reads File-mode folders; for a Pipe-mode job give its "
                                "channels with --channel (the FIFOs carry the same files)")
             result["check_input"] = check(plan, {job.current_host: folder}, job)
+        if args.probe:
+            result["scaling"] = probe.scaling_of(job, plan)
         return result
     local = runner.LocalJob.from_args(args)
-    for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus)):
+    for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus or args.host_cpus or None)):
         if value is not None:
             os.environ[name] = str(value)
     with tempfile.TemporaryDirectory(prefix="trainer-plan-") as folder:
@@ -67,6 +79,8 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         if args.check_input:
             readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
             result["check_input"] = check(plan, readable, job)
+        if args.probe:
+            result["scaling"] = probe.scaling_of(job, plan)
     return result
 
 
@@ -88,3 +102,4 @@ def check(plan, folders, job) -> dict:
     from trainer.data.check import check_input
 
     return check_input(plan, folders, job.hyperparameters.data_format)
+

@@ -17,6 +17,9 @@ from trainer.local import runner
 from trainer.logs import setup_logging
 
 
+CACHED_BATCHES = 64
+
+
 def probe(args: argparse.Namespace) -> int:
     """In a fresh process (OpenMP variables already in its environment): samples/sec of the
     job's model on the job's training data."""
@@ -40,7 +43,10 @@ def probe(args: argparse.Namespace) -> int:
                   steps_per_execution=plan.steps_per_execution)
     build_optimizer_state(model.optimizer, model.trainable_variables)
     process = plan.on_host(job.current_host)[0]
-    dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0).repeat()
+    dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0)
+    if args.cached:  # the step alone, as a job's epochs after its first run it from the input's cache
+        dataset = dataset.take(CACHED_BATCHES).cache()
+    dataset = dataset.repeat()
     fit_rate(model, dataset, 2 * plan.steps_per_execution, batch_size)  # trace, fill the first window
     print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))
     return 0
@@ -53,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     probe_parser.add_argument("--inter", type=int, required=True)
     probe_parser.add_argument("--steps", type=int, default=PROBE_STEPS)
     probe_parser.add_argument("--batch-size", type=int)
+    probe_parser.add_argument("--cached", action="store_true", help="the first batches, cached and repeated")
     runner.add_job_arguments(parser)
     parser.add_argument("--seconds", type=float, default=120.0, help="time budget of the search")
     parser.add_argument("--batch-sizes", default="", help="also compare these batch sizes (best settings)")

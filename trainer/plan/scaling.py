@@ -1,0 +1,105 @@
+"""Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
+host of the same type, predicted from two short measurements (`trainer plan --probe`,
+trainer.cpu.probe): the step's compute on one host, and the exchange of the step's
+gradients between two ranks (Horovod, as the planner runs several CPU hosts).
+
+A step of synchronous data parallelism on H hosts takes the one-host step's compute, then
+the exchange: what the probe measured (the collectives' own cost and latency, here) plus
+the bytes the hosts send each other over the instance type's network. Each host trains a
+batch a step, so H hosts train H batches in that time. The hosts pay H times one host's
+price, so a sample costs 1/efficiency times as much.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Sustained (baseline) network bandwidth in Gbit/s of the CPU instance types in
+# trainer.pricing's table, from EC2's instance type pages: the smaller sizes burst to "up to
+# 10 Gbps" for minutes only, and a training job sends all the time.
+BASELINE_NETWORK_GBPS = {
+    "ml.m5.large": 0.75, "ml.m5.xlarge": 1.25, "ml.m5.2xlarge": 2.5, "ml.m5.4xlarge": 5.0,
+    "ml.m5.12xlarge": 12.0, "ml.m5.24xlarge": 25.0,
+    "ml.c5.xlarge": 1.25, "ml.c5.2xlarge": 2.5, "ml.c5.4xlarge": 5.0, "ml.c5.9xlarge": 12.0,
+    "ml.c5.18xlarge": 25.0,
+}
+
+# Below this speed-up the hosts train no faster than one, within the prediction's error
+# (docs/distribution.md, "Will more hosts pay?").
+PAYS_FROM_SPEEDUP = 1.2
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One step's exchange between ranks, as measured on the probing host."""
+
+    seconds: float  # the collectives of one step (agreement and gradients), two ranks on this host
+    dense_bytes: int  # all-reduced each step (every rank sends and receives about twice this)
+    sparse_bytes: int  # each rank's embedding rows and ids, all-gathered each step
+
+
+@dataclass(frozen=True)
+class Prediction:
+    hosts: int
+    one_host_samples_per_sec: float
+    samples_per_sec: float
+    network_seconds_per_step: float | None  # None: the instance type's bandwidth is not known
+    samples_per_dollar: float | None
+    one_host_samples_per_dollar: float | None
+
+    @property
+    def speedup(self) -> float:
+        return self.samples_per_sec / self.one_host_samples_per_sec
+
+    @property
+    def efficiency(self) -> float:
+        return self.speedup / self.hosts
+
+    def verdict(self) -> str:
+        head = (f"{self.hosts} hosts: predicted {self.samples_per_sec:,.0f} samples/s, {self.speedup:.2f}x one "
+                f"host's {self.one_host_samples_per_sec:,.0f}")
+        cost = f"a sample costs {1 / self.efficiency:.2f}x what it costs on one host"
+        if self.speedup < PAYS_FROM_SPEEDUP:
+            return (f"{head}: no faster than one host, and {cost}. Train on one host (a larger instance type "
+                    "before more instances)")
+        return f"{head} ({self.efficiency:.0%} of the ideal {self.hosts}x); {cost}"
+
+    def to_dict(self) -> dict:
+        return {"hosts": self.hosts, "one_host_samples_per_sec": round(self.one_host_samples_per_sec, 1),
+                "samples_per_sec": round(self.samples_per_sec, 1), "speedup": round(self.speedup, 3),
+                "efficiency": round(self.efficiency, 3),
+                "network_seconds_per_step": (None if self.network_seconds_per_step is None
+                                             else round(self.network_seconds_per_step, 6)),
+                "samples_per_dollar": _rounded(self.samples_per_dollar),
+                "one_host_samples_per_dollar": _rounded(self.one_host_samples_per_dollar),
+                "verdict": self.verdict()}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value)
+
+
+def network_seconds(exchange: Exchange, hosts: int, gbps: float) -> float:
+    """Pure: a step's bytes on the wire at `gbps`: a ring all-reduce sends and receives
+    2(H-1)/H of the dense gradients per rank; an all-gather brings each rank the other
+    H-1 ranks' rows."""
+    sent = 2 * (hosts - 1) / hosts * exchange.dense_bytes + (hosts - 1) * exchange.sparse_bytes
+    return sent * 8 / (gbps * 1e9)
+
+
+def predict(hosts: int, batch_size: int, one_host_samples_per_sec: float, exchange: Exchange,
+            instance_type: str, price_per_instance_hour: float | None) -> Prediction:
+    """Pure: `hosts` hosts of `instance_type` in synchronous data parallelism, one host's
+    compute measured at `one_host_samples_per_sec` with `batch_size` a step."""
+    compute = batch_size / one_host_samples_per_sec
+    gbps = BASELINE_NETWORK_GBPS.get(instance_type)
+    # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
+    network = 0.0 if instance_type == "local" else (None if gbps is None else network_seconds(exchange, hosts, gbps))
+    rate = hosts * batch_size / (compute + exchange.seconds + (network or 0.0))
+
+    def per_dollar(samples_per_sec: float, instances: int) -> float | None:
+        if not price_per_instance_hour:
+            return None
+        return samples_per_sec * 3600 / (price_per_instance_hour * instances)
+
+    return Prediction(hosts, one_host_samples_per_sec, rate, network, per_dollar(rate, hosts),
+                      per_dollar(one_host_samples_per_sec, 1))
