@@ -76,6 +76,9 @@ def measure_exchange(job):
     except subprocess.TimeoutExpired as err:
         raise JobError(f"the exchange probe (2 Horovod ranks on this machine) did not end within "
                        f"{EXCHANGE_TIMEOUT_SEC} s") from err
+    except FileNotFoundError as err:
+        raise JobError("--probe starts two Horovod ranks with OpenMPI's mpirun, which is not on this machine's PATH: "
+                       "run it in the image, or after ./build.sh setup (which installs OpenMPI)") from err
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise JobError(f"the exchange probe (2 Horovod ranks on this machine) failed (exit {done.returncode}): "
