@@ -104,11 +104,10 @@ def run(args: argparse.Namespace) -> dict:
 def checked(prediction: dict, rows: list[dict]) -> dict:
     """`trainer plan --probe`'s prediction for 2 hosts x 1 CPU beside what horovod and the
     baseline measured: the prediction's error, of the samples/s and of the speed-up."""
-    measured = {row["mode"] if row["hosts"] > 1 else ("one_host" if row["cpus_per_host"] == 1 else "scaled_up"): row
-                for row in rows}
+    horovod = next((row for row in rows if row["hosts"] > 1 and row["mode"] == "horovod"), {})
+    one_host = next((row for row in rows if row["hosts"] == 1 and row["cpus_per_host"] == 1), {})
     out = {"predicted_samples_per_sec": prediction["samples_per_sec"], "predicted_speedup": prediction["speedup"],
            "probe_one_host_samples_per_sec": prediction["one_host_samples_per_sec"]}
-    horovod, one_host = measured.get("horovod", {}), measured.get("one_host", {})
     if "speedup" in horovod:
         out["measured_speedup"] = horovod["speedup"]
         out["speedup_error"] = prediction["speedup"] / horovod["speedup"] - 1

@@ -102,4 +102,3 @@ def check(plan, folders, job) -> dict:
     from trainer.data.check import check_input
 
     return check_input(plan, folders, job.hyperparameters.data_format)
-

@@ -27,23 +27,14 @@ def probe(args: argparse.Namespace) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter)
-    from trainer.contract.job import base_dir_from_env
-    from trainer.cpu.measure import fit_rate
-    from trainer.models import hooks as user_hooks
-    from trainer.models.optimizers import build_optimizer_state, learning_rate_for
-    from trainer.plan.planner import make_plan
-    from trainer.training.inputs import Inputs
+    from trainer.cpu.measure import fit_rate, jobs_model_and_input
+    from trainer.models.optimizers import build_optimizer_state
 
-    job = read_job(base_dir_from_env())
-    plan = make_plan(job)
-    batch_size = args.batch_size or job.hyperparameters.batch_size
-    hooks = user_hooks.resolve(job, learning_rate_for(plan))
-    model = hooks.model_fn()
+    plan, hooks, model, dataset = jobs_model_and_input(args.batch_size)
+    batch_size = args.batch_size or plan.batch_size
     model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy(),
                   steps_per_execution=plan.steps_per_execution)
     build_optimizer_state(model.optimizer, model.trainable_variables)
-    process = plan.on_host(job.current_host)[0]
-    dataset = Inputs.training(job, plan, process, hooks, batch_size).dataset(0)
     if args.cached:  # the step alone, as a job's epochs after its first run it from the input's cache
         dataset = dataset.take(CACHED_BATCHES).cache()
     dataset = dataset.repeat()

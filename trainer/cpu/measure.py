@@ -50,6 +50,24 @@ def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
     return clock.samples_per_sec(batch_size)
 
 
+def jobs_model_and_input(batch_size: int | None = None):
+    """The job in $SAGEMAKER_BASE_DIR as `train` builds it on this host, for a measuring
+    process: (its plan, its hooks, its model, not compiled, and this host's first process's
+    training input, one pass of `batch_size` batches: the job's batch size if None)."""
+    from trainer.contract.job import base_dir_from_env, read_job
+    from trainer.models import hooks as user_hooks
+    from trainer.models.optimizers import learning_rate_for
+    from trainer.plan.planner import make_plan
+    from trainer.training.inputs import Inputs
+
+    job = read_job(base_dir_from_env())
+    plan = make_plan(job)
+    hooks = user_hooks.resolve(job, learning_rate_for(plan))
+    process = plan.on_host(job.current_host)[0]
+    training = Inputs.training(job, plan, process, hooks, batch_size or job.hyperparameters.batch_size)
+    return plan, hooks, hooks.model_fn(), training.dataset(0)
+
+
 def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
     """Run a measuring process that prints its result as a JSON line; that result."""
     import json

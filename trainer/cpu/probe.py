@@ -155,18 +155,10 @@ def _gradients_of_one_step():
     """The job's model's gradients on one batch of this host's training data."""
     import tensorflow as tf
 
-    from trainer.contract.job import base_dir_from_env, read_job
-    from trainer.models import hooks as user_hooks
-    from trainer.models.optimizers import learning_rate_for
-    from trainer.plan.planner import make_plan
-    from trainer.training.inputs import Inputs
+    from trainer.cpu.measure import jobs_model_and_input
 
-    job = read_job(base_dir_from_env())
-    plan = make_plan(job)
-    hooks = user_hooks.resolve(job, learning_rate_for(plan))
-    model = hooks.model_fn()
-    process = plan.on_host(job.current_host)[0]
-    features, label = next(iter(Inputs.training(job, plan, process, hooks, job.hyperparameters.batch_size).dataset(0)))
+    _, _, model, dataset = jobs_model_and_input()
+    features, label = next(iter(dataset))
     with tf.GradientTape() as tape:
         loss = tf.keras.losses.BinaryCrossentropy()(label, model(features, training=True))
     return tape.gradient(loss, model.trainable_variables)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.pricing import Price
+
 # Sustained (baseline) network bandwidth in Gbit/s of the CPU instance types in
 # trainer.pricing's table, from EC2's instance type pages: the smaller sizes burst to "up to
 # 10 Gbps" for minutes only, and a training job sends all the time.
@@ -95,11 +97,6 @@ def predict(hosts: int, batch_size: int, one_host_samples_per_sec: float, exchan
     # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
     network = 0.0 if instance_type == "local" else (None if gbps is None else network_seconds(exchange, hosts, gbps))
     rate = hosts * batch_size / (compute + exchange.seconds + (network or 0.0))
-
-    def per_dollar(samples_per_sec: float, instances: int) -> float | None:
-        if not price_per_instance_hour:
-            return None
-        return samples_per_sec * 3600 / (price_per_instance_hour * instances)
-
-    return Prediction(hosts, one_host_samples_per_sec, rate, network, per_dollar(rate, hosts),
-                      per_dollar(one_host_samples_per_sec, 1))
+    return Prediction(hosts, one_host_samples_per_sec, rate, network,
+                      Price(price_per_instance_hour, hosts, "").samples_per_dollar(rate),
+                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host_samples_per_sec))
