@@ -49,7 +49,9 @@ write_config() {
   # No systemd here: cgroupfs and file events; runc; open-file limits the kernel allows;
   # netavark, so that containers resolve each other's names.
   mkdir -p "$(dirname "$CONF")"
-  cat > "$CONF.new" <<'CONF'
+  local new
+  new="$(mktemp "$CONF.XXXXXX")"  # its own name: two setups at once must not share one
+  cat > "$new" <<'CONF'
 [containers]
 default_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]
 
@@ -61,7 +63,8 @@ events_logger = "file"
 [network]
 network_backend = "netavark"
 CONF
-  if cmp -s "$CONF.new" "$CONF"; then rm "$CONF.new"; else mv "$CONF.new" "$CONF"; fi
+  chmod 644 "$new"
+  if cmp -s "$new" "$CONF"; then rm "$new"; else mv -f "$new" "$CONF"; fi
 }
 
 # A sagemaker-local network made before (by an older setup, or under CNI without dnsname)
@@ -75,6 +78,9 @@ repair_sdk_network() {
 }
 
 setup() {
+  # Several builds and tests may set up at once: one at a time (apt and the configuration).
+  exec 9>"${TMPDIR:-/tmp}/trainer-engine-setup.lock"
+  flock 9
   if [ "$(engine_name 2>/dev/null)" = docker ]; then
     return 0  # docker's user-defined networks resolve container names themselves
   fi
