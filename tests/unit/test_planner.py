@@ -118,8 +118,8 @@ CASES = {
     "PS before MPI, as AWS's container orders them": (
         job(hosts=2, sdk={"sagemaker_parameter_server_enabled": True, "sagemaker_mpi_enabled": True}),
         ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"), None),
-    "2 CPU hosts, local_sgd: Horovod's ranks, the learning rate unscaled (each steps on its own batch)": (
-        job(hosts=2, hp={"distribution": "local_sgd"}), ("local_sgd", 1, 2, 1, 512, 1.0, "sagemaker_mpi"), None),
+    "2 CPU hosts, local_sgd: Horovod's ranks, the learning rate scaled as Horovod's": (
+        job(hosts=2, hp={"distribution": "local_sgd"}), ("local_sgd", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
     "SDK keys as strings": (
         job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": "True"}),
         ("multi_worker_mirrored", 1, 2, 1, 512, 2.0, "in_process"), None),

@@ -4,8 +4,8 @@ every `average_every_steps` steps instead of all-reducing every step's gradients
 On CPU hosts a step's exchange costs about as much as its compute (docs/distribution.md,
 "Will more hosts pay?"): the collectives' per-call machinery on the rank's own CPUs and the
 bytes on the network. Averaging every K steps pays that once per K steps. Each rank steps
-with its own batch at the unscaled learning rate (its optimizer's state stays its own), and
-the ranks agree on the epoch's end at each average (trainer.training.equal_steps).
+with its own batch (its optimizer's state stays its own), and the ranks agree on the
+epoch's end at each average (trainer.training.equal_steps).
 """
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ class LocalSgd(Horovod):
     name = "local_sgd"
     runtime = LocalSgdRuntime
     precedence = 31
-    synchronous = False  # each rank steps on its own batch: the learning rate is not scaled
+    # The learning rate scales with the ranks, as Horovod's: a mean of the ranks' changes moves
+    # the model by one rank's step, as a mean of their gradients does (at the unscaled rate two
+    # hosts ended 2 epochs 0.04 below one host's eval AUC, bench scale).
     runs_scripts = False  # the container's own training only: a script brings its own loop
 
     def requested(self, job) -> str | None:

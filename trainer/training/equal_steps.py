@@ -65,10 +65,10 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
     model.train_step = train_step
 
 
-def install_averaging(model, average_every: int, all_reduce_min, average, stop_flag: tf.Variable) -> None:
+def install_averaging(model, average_every: int, all_reduce_min, merge, stop_flag: tf.Variable) -> None:
     """Make `model.fit` train each rank on its own batches and, every `average_every` steps,
-    agree and average: `all_reduce_min(tensor)` as in `install`, `average(variables)` the
-    ranks' mean of each variable. Between agreements the ranks run no collective, so a rank
+    agree and merge: `all_reduce_min(tensor)` as in `install`, `merge(variables)` the value
+    every rank gives each trainable variable (the same on every rank). Between agreements the ranks run no collective, so a rank
     whose data ran out trains nothing on its padding and waits for the next agreement, which
     ends the epoch on every rank (the records other ranks trained meanwhile are kept: each
     record is still trained at most once). Reports as `install` does."""
@@ -80,7 +80,7 @@ def install_averaging(model, average_every: int, all_reduce_min, average, stop_f
     def agree_and_average(has_data):
         everyone = all_reduce_min(tf.where(stop_flag > 0, -1.0, has_data))
         with tf.control_dependencies([everyone]):
-            averaged = average(model.trainable_variables)
+            averaged = merge(model.trainable_variables)
         with tf.control_dependencies([variable.assign(value) for variable, value
                                       in zip(model.trainable_variables, averaged)]):
             return tf.identity(everyone)
