@@ -85,6 +85,33 @@ def planted(tmp_path_factory):
                             signal=0.55)
 
 
+@pytest.fixture(scope="module")
+def one_host_on_planted(planted, tmp_path_factory):
+    """One host's 5 epochs on the planted data: the AUC two hosts are held to."""
+    run = run_local(tmp_path_factory.mktemp("one-host"), {"training": planted["train"], "evaluation": planted["eval"]},
+                    {"num_epochs": "5"})
+    assert run.exit_code == 0, run.log[-3000:]
+    return run
+
+
+@pytest.mark.cores(2)  # a CPU of its own for each host
+def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
+    """Each rank trains its own shard and the ranks average every 16 steps: 5 epochs reach one
+    host's eval AUC within 0.01, every epoch ends at the first average after a shard ran out
+    (each host's 60,000 records: 235 batches, the average at step 240), rank 0 exports."""
+    channels = {"training": planted["train"], "evaluation": planted["eval"]}
+    two = run_local(tmp_path, channels, {"num_epochs": "5", "distribution": "local_sgd"}, hosts=2, host_cpus=1,
+                    timeout=CLUSTER_TIMEOUT_SEC)
+    assert two.exit_code == 0 and two.succeeded, two.log[-5000:]
+    assert two.metrics["distribution"] == "local_sgd" and two.metrics["world_size"] == 2
+    auc = {"one host": one_host_on_planted.metrics["eval_auc"], "local_sgd, 2 hosts": two.metrics["eval_auc"]}
+    print(auc)
+    assert abs(auc["local_sgd, 2 hosts"] - auc["one host"]) <= 0.01, auc
+    assert "learning rate 0.002 (x2)" in two.log  # scaled as Horovod's: a mean of the ranks' changes
+    check_saved_model(os.path.join(two.job_dir, "model", "1"), field_size=39)
+    assert not os.path.exists(os.path.join(str(tmp_path), "algo-2", "model", "1"))
+
+
 @pytest.mark.cores(2)  # a CPU of its own for each host
 def test_parameter_servers_train_on_hosts_of_one_cpu_each(aws_split, tmp_path):
     """Each host on one CPU of its own, as separate small instances: the tasks' servers get
@@ -98,16 +125,16 @@ def test_parameter_servers_train_on_hosts_of_one_cpu_each(aws_split, tmp_path):
 
 
 @pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
-def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, tmp_path):
+def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
     """Default hyperparameters, 5 epochs: parameter servers on 2 hosts reach one host's eval
     AUC within 0.01 (when every worker read the first worker's shard, they fell 0.03 short);
     the embedding is partitioned over the hosts' PS tasks, the coordinator alone writes the
     checkpoints, the model and the curves, and no task outlives the job."""
     channels = {"training": planted["train"], "evaluation": planted["eval"]}
-    one = run_local(tmp_path / "one", channels, {"num_epochs": "5"})
+    one = one_host_on_planted
     two = run_local(tmp_path / "two", channels, {"num_epochs": "5", "sagemaker_parameter_server_enabled": "true"},
                     hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
-    assert one.exit_code == 0 and two.exit_code == 0 and two.succeeded, (one.log[-3000:], two.log[-5000:])
+    assert two.exit_code == 0 and two.succeeded, two.log[-5000:]
     # Each worker's 60,000 records once an epoch, its last batch partial: 2 x ceil(60,000 / 256).
     assert two.metrics["distribution"] == "parameter_server" and two.metrics["steps"] == 5 * 2 * 235
     auc = {"one host": one.metrics["eval_auc"], "parameter servers, 2 hosts": two.metrics["eval_auc"]}

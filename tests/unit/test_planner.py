@@ -118,6 +118,8 @@ CASES = {
     "PS before MPI, as AWS's container orders them": (
         job(hosts=2, sdk={"sagemaker_parameter_server_enabled": True, "sagemaker_mpi_enabled": True}),
         ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"), None),
+    "2 CPU hosts, local_sgd: Horovod's ranks, the learning rate scaled as Horovod's": (
+        job(hosts=2, hp={"distribution": "local_sgd"}), ("local_sgd", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
     "SDK keys as strings": (
         job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": "True"}),
         ("multi_worker_mirrored", 1, 2, 1, 512, 2.0, "in_process"), None),
@@ -178,6 +180,7 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
     (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
+    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}), "distribution local_sgd trains on CPU hosts"),
     (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
@@ -387,7 +390,7 @@ def test_every_mode_has_a_runtime_and_is_a_distribution():
     from trainer.contract.hyperparameters import SPEC_BY_NAME
     from trainer.modes.base import Runtime
 
-    assert set(modes.names()) == {"single", "tower", "mirrored", "horovod", "parameter_server",
+    assert set(modes.names()) == {"single", "tower", "mirrored", "horovod", "local_sgd", "parameter_server",
                                   "multi_worker_mirrored"}
     assert all(issubclass(modes.get(name).runtime, Runtime) for name in modes.names())
     assert SPEC_BY_NAME["distribution"].options() == ("auto",) + modes.names()

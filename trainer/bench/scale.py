@@ -23,7 +23,7 @@ from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 from trainer.local import runner
 
-MULTI_HOST_MODES = ("horovod", "multi_worker_mirrored", "parameter_server")
+MULTI_HOST_MODES = ("horovod", "local_sgd", "multi_worker_mirrored", "parameter_server")
 HOSTS = 2  # of 1 CPU each, in the scaled-out cases
 
 

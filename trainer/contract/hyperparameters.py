@@ -193,6 +193,7 @@ CONTAINER_ONLY = frozenset({
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
     "allow_pin_changes", "ps_worker_grace_sec", "stall_timeout_sec", "training_groups", "data_hosts_run",
+    "average_every_steps",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -300,6 +301,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("horovod_cycle_time", "float", None, "HOROVOD_CYCLE_TIME in ms (P27); auto: 0.1 for CPU ranks "
          "with a CPU each (docs/distribution.md, Scaling out, per core), else Horovod's default.",
          group="distribution", minimum=0.0, allow_auto=True),
+    Spec("average_every_steps", "int", 16, "local_sgd: steps each rank trains on its own between two "
+         "averages of the ranks' variables.", group="distribution", minimum=1),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
     Spec("stop_grace_sec", "float", STOP_GRACE_SEC, "After a SIGTERM (a stop, a spot interruption): how long "
