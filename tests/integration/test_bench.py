@@ -182,23 +182,24 @@ def test_hetero_trains_with_and_without_a_data_host(tmp_path):
 
 @pytest.mark.cores(2)  # each simulated host on a CPU of its own
 def test_scale_compares_one_host_with_two_hosts_of_their_own_cpus(tmp_path):
-    result, table = bench(tmp_path, "scale", "--modes", "horovod", "--cpus", "2", "--train-rows", "8192",
+    result, table = bench(tmp_path, "scale", "--modes", "local_sgd", "--cpus", "2", "--train-rows", "8192",
                           "--eval-rows", "1000", "--epochs", "1")
     cases = {row["case"]: row for row in result["rows"]}
-    assert list(cases) == ["1 host x 1 CPU, single", "1 host x 2 CPUs, single", "2 hosts x 1 CPU, horovod"]
+    assert list(cases) == ["1 host x 1 CPU, single", "1 host x 2 CPUs, single", "2 hosts x 1 CPU, local_sgd"]
     assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in cases.values())
-    baseline, scaled_out = cases["1 host x 1 CPU, single"], cases["2 hosts x 1 CPU, horovod"]
+    baseline, scaled_out = cases["1 host x 1 CPU, single"], cases["2 hosts x 1 CPU, local_sgd"]
     assert baseline["speedup"] == 1.0 and scaled_out["world_size"] == 2
     assert scaled_out["efficiency"] == pytest.approx(scaled_out["speedup"] / 2)
     assert scaled_out["eval_auc_change"] == pytest.approx(scaled_out["eval_auc"] - baseline["eval_auc"])
     # The planner's pick for 2 CPU hosts is what `trainer plan` says for the same job.
-    assert result["planners_choice"] == "horovod"
-    assert "For 2 CPU hosts of 1 CPU each the planner picks horovod" in table
+    assert result["planners_choice"] == "local_sgd"
+    assert "For 2 CPU hosts of 1 CPU each the planner picks local_sgd" in table
     # `trainer plan --probe` on the same job (real Horovod ranks), checked against the cases.
     measured, predicted = result["probe"]["measured"], result["probe"]["prediction"]
     assert measured["compute_cpus"] == 1 and measured["exchange_seconds_per_step"] > 0
     assert measured["dense_bytes_per_step"] > 0 and measured["sparse_bytes_per_step"] > 0
-    assert predicted["hosts"] == 2 and 0 < predicted["speedup"] <= 2
+    assert measured["average_seconds"] > 0 and measured["variable_bytes"] > measured["dense_bytes_per_step"]
+    assert predicted["hosts"] == 2 and predicted["mode"] == "local_sgd" and 0 < predicted["speedup"] <= 2
     assert result["prediction"]["measured_speedup"] == pytest.approx(scaled_out["speedup"])
     assert result["prediction"]["speedup_error"] == pytest.approx(predicted["speedup"] / scaled_out["speedup"] - 1,
                                                                   abs=1e-3)

@@ -104,6 +104,8 @@ def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, o
                     timeout=CLUSTER_TIMEOUT_SEC)
     assert two.exit_code == 0 and two.succeeded, two.log[-5000:]
     assert two.metrics["distribution"] == "local_sgd" and two.metrics["world_size"] == 2
+    # Rank 0's updates: its 60,000 records in 235 batches an epoch; the steps to the average at 240 update nothing.
+    assert two.metrics["steps"] == 5 * 235, two.metrics
     auc = {"one host": one_host_on_planted.metrics["eval_auc"], "local_sgd, 2 hosts": two.metrics["eval_auc"]}
     print(auc)
     assert abs(auc["local_sgd, 2 hosts"] - auc["one host"]) <= 0.01, auc

@@ -31,7 +31,8 @@ def parse_fn(serialized, hp):
 CASES = {  # name: (training hosts, data hosts, hyperparameters); the built-in parsing runs on the data
     # hosts in the last two, the hooks' in the first, which splits the input over two data hosts
     "single, hooks' parse_fn on 2 data hosts": (1, 2, {"user_module": "HOOKS"}),
-    "horovod 2 ranks, 1 data host": (1, 1, {"distribution": "horovod", "processes_per_host": 2}),
+    # Local SGD's ranks read as Horovod's (its runtime's input is Horovod's): what auto runs on CPU hosts.
+    "local_sgd 2 ranks, 1 data host": (1, 1, {"distribution": "local_sgd", "processes_per_host": 2}),
     # Its two hosts read other batches alone than through the service (each its own shard):
     # 5 epochs, so that the order's effect on AUC has faded (3 left 0.008 between the two).
     "multi_worker_mirrored on 2 hosts, 1 data host": (2, 1, {"distribution": "multi_worker_mirrored", "num_epochs": 5}),

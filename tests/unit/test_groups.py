@@ -103,7 +103,7 @@ def test_a_data_host_serves_and_follows_the_first_training_host():
 
 
 @pytest.mark.parametrize("line, mode, why", [
-    ("2.14", "horovod", "2 CPU hosts: Horovod, one process per host with the host's CPUs"),
+    ("2.14", "local_sgd", "2 CPU hosts with the built-in DeepFM: local SGD, each host training on its own batches"),
     ("2.21", "multi_worker_mirrored", "2 CPU hosts fed by a data group: multi_worker_mirrored (parameter servers "
                                       "read their input on each worker's own host, which a data group cannot feed)"),
 ])

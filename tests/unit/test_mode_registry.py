@@ -56,7 +56,7 @@ def test_a_registered_mode_is_a_distribution_and_plans(pair_mode):
 
 def test_a_registered_mode_is_chosen_where_it_suits(pair_mode):
     assert make_plan(job(hosts=3)).mode == "pair"
-    assert make_plan(job(hosts=2)).mode == "horovod"  # the others still choose as before
+    assert make_plan(job(hosts=2)).mode == "local_sgd"  # the others still choose as before
 
 
 def test_an_unregistered_name_is_refused():

@@ -41,6 +41,14 @@ def summary(plan):
             plan.global_batch_size, plan.learning_rate_scale, plan.launch.kind)
 
 
+def with_hooks(the_job, hooks):
+    return dataclasses.replace(the_job, entry_point=EntryPoint("hooks.py", "/opt/ml/code", "hooks", "hooks", hooks))
+
+
+def with_model_fn(the_job):
+    return with_hooks(the_job, ("model_fn", "parse_fn"))
+
+
 MPI_2 = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
 PS = {"distribution": "parameter_server"}
 CASES = {
@@ -57,9 +65,17 @@ CASES = {
     "1 host, 8 GPUs, SDK mpi 8 per host": (
         job(gpus=8, sdk={"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 8}),
         ("horovod", 8, 8, 1, 2048, 8.0, "mpirun"), None),
-    "2 CPU hosts: horovod, one process per host with its CPUs": (
-        job(hosts=2), ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"),
+    "2 CPU hosts, the built-in DeepFM: local_sgd, one process per host with its CPUs": (
+        job(hosts=2), ("local_sgd", 1, 2, 1, 512, 2.0, "sagemaker_mpi"),
         [("1", "chief", 0, 0, (T,), (2, 0), (2, 0), None), ("2", "worker", 1, 0, (T,), (2, 1), (2, 1), None)]),
+    "2 CPU hosts, a DeepFM of 10M ids (local SGD's average would send more than Horovod's steps): horovod": (
+        job(hosts=2, hp={"feature_size": "10000000"}), ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
+    "2 CPU hosts, hooks with their own model_fn (its size unknown before it is built): horovod": (
+        with_model_fn(job(hosts=2)), ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
+    "2 CPU hosts, hooks without a model_fn (the built-in DeepFM): local_sgd": (
+        with_hooks(job(hosts=2), ("parse_fn",)), ("local_sgd", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
+    "2 CPU hosts, a hooks module by name: horovod": (
+        job(hosts=2, hp={"user_module": "my_hooks"}), ("horovod", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
     "2 CPU hosts, distribution parameter_server": (
         job(hosts=2, hp=PS), ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"),
         [("1", "chief", None, 0, (T,), (1, 0), (1, 0), None),
@@ -211,7 +227,7 @@ LINE_CASES = {
     "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
                                                         ("multi_worker_mirrored", 1, 2, 1)),
     "2.21, 2 CPU hosts: parameter servers (horovod on 2.14)": (job(hosts=2, line="2.21"), ("parameter_server", 1, 2, 1)),
-    "2.14, 2 CPU hosts: horovod": (job(hosts=2), ("horovod", 1, 2, 1)),
+    "2.14, 2 CPU hosts: local SGD over Horovod": (job(hosts=2), ("local_sgd", 1, 2, 1)),
     "2.21, 1 CPU host: single": (job(line="2.21"), ("single", 1, 1, 1)),
     "2.21, a script with the SDK's MPI key: mpirun of the script (mpi4py)": (
         as_script(job(sdk=MPI_2, line="2.21")), ("horovod", 2, 2, 1)),

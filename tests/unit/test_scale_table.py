@@ -42,7 +42,8 @@ def test_every_case_has_its_row(case):
 
 def test_the_probe_s_prediction_is_checked_against_the_measured_cases():
     rows = [compared(BASELINE, BASELINE), compared(HOROVOD, BASELINE)]
-    prediction = {"samples_per_sec": 45000.0, "speedup": 1.5, "one_host_samples_per_sec": 30000.0}
+    prediction = {"mode": "horovod", "samples_per_sec": 45000.0, "speedup": 1.5,
+                  "one_host_samples_per_sec": 30000.0}
     checked = scale.checked(prediction, rows)
     assert checked["measured_speedup"] == pytest.approx(1.2)
     assert checked["speedup_error"] == pytest.approx(0.25)  # 1.5 predicted, 1.2 measured
@@ -55,7 +56,15 @@ def test_the_probe_s_prediction_is_checked_against_the_measured_cases():
         "measured 1.20x (error of the speed-up +25%, of the samples/s +25%).")
 
 
+def test_the_prediction_is_checked_against_its_own_modes_case_only():
+    local_sgd = {**HOROVOD, "case": "2 hosts x 1 CPU, local_sgd", "mode": "local_sgd", "train_samples_per_sec": 54000.0}
+    rows = [compared(BASELINE, BASELINE), compared(HOROVOD, BASELINE), compared(local_sgd, BASELINE)]
+    prediction = {"mode": "local_sgd", "samples_per_sec": 45000.0, "speedup": 1.5, "one_host_samples_per_sec": 30000.0}
+    assert scale.checked(prediction, rows)["measured_speedup"] == pytest.approx(1.8)
+
+
 def test_a_failed_horovod_case_leaves_the_prediction_unchecked():
-    checked = scale.checked({"samples_per_sec": 45000.0, "speedup": 1.5, "one_host_samples_per_sec": 30000.0},
+    checked = scale.checked({"mode": "horovod", "samples_per_sec": 45000.0, "speedup": 1.5,
+                  "one_host_samples_per_sec": 30000.0},
                             [compared(BASELINE, BASELINE), {**HOROVOD, "train_samples_per_sec": None}])
     assert "measured_speedup" not in checked and checked["one_host_error"] == pytest.approx(0.0)

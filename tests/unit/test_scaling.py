@@ -56,7 +56,7 @@ def test_no_price_no_samples_per_dollar():
 def test_the_verdict_says_plainly_when_hosts_train_no_faster_than_one(exchange_over_compute, pays):
     exchange = scaling.Exchange(exchange_over_compute * BATCH / ONE_HOST, 0, 0)
     verdict = scaling.predict(2, BATCH, ONE_HOST, exchange, "local", None).verdict()
-    assert verdict.startswith("2 hosts: predicted ")
+    assert verdict.startswith("2 hosts with horovod: predicted ")
     assert ("no faster than one host" in verdict) is not pays
     assert ("Train on one host" in verdict) is not pays
 
@@ -66,3 +66,81 @@ def test_the_network_table_covers_every_cpu_instance_type_with_a_price():
 
     cpu_types = {name for name in TRAINING_PRICE_PER_HOUR if name.startswith(("ml.m5.", "ml.c5."))}
     assert cpu_types == set(scaling.BASELINE_NETWORK_GBPS)
+
+
+# Local SGD: every trainable variable (4 MB here) all-reduced once every 16 steps.
+AVERAGED = scaling.Exchange(seconds=0.004, dense_bytes=1_000_000, sparse_bytes=500_000, average_seconds=0.016,
+                            variable_bytes=4_000_000)
+
+
+@pytest.mark.parametrize("mode, hosts, every, sent", [
+    ("horovod", 2, 16, 1_000_000 + 500_000),              # every step, whatever average_every says
+    ("horovod", 4, 1, 1.5 * 1_000_000 + 3 * 500_000),
+    ("local_sgd", 2, 16, 4_000_000 / 16),                  # 2(H-1)/H = 1 of the model, over 16 steps
+    ("local_sgd", 4, 16, 1.5 * 4_000_000 / 16),
+    ("local_sgd", 2, 1, 4_000_000),
+])
+def test_bytes_sent_per_step(mode, hosts, every, sent):
+    assert scaling.bytes_sent_per_step(mode, hosts, AVERAGED, every) == pytest.approx(sent)
+
+
+def test_local_sgd_pays_its_average_once_every_average_every_steps():
+    horovod = scaling.predict(2, BATCH, ONE_HOST, AVERAGED, "ml.c5.2xlarge", None)
+    local = scaling.predict(2, BATCH, ONE_HOST, AVERAGED, "ml.c5.2xlarge", None, "local_sgd", 16)
+    assert local.network_seconds_per_step == pytest.approx(4_000_000 / 16 * 8 / 2.5e9)
+    assert local.samples_per_sec == pytest.approx(2 * BATCH / (BATCH / ONE_HOST + 0.016 / 16 + 0.0008))
+    assert horovod.samples_per_sec == pytest.approx(2 * BATCH / (BATCH / ONE_HOST + 0.004 + 0.0048))
+    assert local.to_dict()["mode"] == "local_sgd" and local.verdict().startswith("2 hosts with local_sgd")
+
+
+@pytest.mark.parametrize("hp", [{}, {"feature_size": "1000", "embedding_size": "4", "deep_layers": "32,16",
+                                     "field_size": "5", "batch_size": "64"}])
+def test_the_built_in_models_bytes_are_its_variables_and_one_steps_gradients(hp):
+    """Against the real model: its trainable variables, and the gradients of a step on a batch
+    (the embedding's as rows and int64 ids, as Horovod all-gathers them)."""
+    import tensorflow as tf
+
+    from trainer.contract.hyperparameters import parse_hyperparameters
+    from trainer.models.deepfm import model_from_hyperparameters
+
+    parsed = parse_hyperparameters(hp)
+    model = model_from_hyperparameters(parsed)
+    shape = (parsed.batch_size, parsed.field_size)
+    features = {"ids": tf.zeros(shape, tf.int64), "values": tf.ones(shape)}
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(features, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    size = lambda t: int(tf.size(t)) * t.dtype.size  # noqa: E731
+    expected = scaling.deepfm_exchange(parsed)
+    assert expected.variable_bytes == sum(size(v) for v in model.trainable_variables)
+    assert expected.dense_bytes == sum(size(g) for g in gradients if not isinstance(g, tf.IndexedSlices))
+    assert expected.sparse_bytes == sum(size(g.values) + size(tf.cast(g.indices, tf.int64)) for g in gradients
+                                        if isinstance(g, tf.IndexedSlices))
+
+
+def _job(hosts=2, gpus=0, hp=None, hooks=None):
+    import dataclasses
+
+    from test_planner import job
+
+    from trainer.contract.user_code import EntryPoint
+
+    the_job = job(hosts=hosts, gpus=gpus, hp=hp)
+    return the_job if hooks is None else dataclasses.replace(
+        the_job, entry_point=EntryPoint("hooks.py", "/opt/ml/code", "hooks", "hooks", hooks))
+
+
+@pytest.mark.parametrize("the_job, sends_less", [
+    (_job(), True),                                                       # defaults: 0.29 MB against 0.92 MB
+    (_job(hosts=4), True),
+    (_job(hp={"feature_size": "400000"}), False),                        # 0.93 MB against 0.92 MB
+    (_job(hp={"feature_size": "400000", "average_every_steps": "32"}), True),
+    (_job(hp={"feature_size": "10000000"}), False),                      # 22.5 MB a step
+    (_job(hosts=1), False),
+    (_job(gpus=1), False),
+    (_job(hooks=("model_fn",)), False),                                 # its size is not known before it is built
+    (_job(hooks=("parse_fn",)), True),                                  # the built-in DeepFM still
+    (_job(hp={"user_module": "my_hooks"}), False),
+])
+def test_local_sgd_suits_where_averaging_the_model_sends_less_than_horovods_steps(the_job, sends_less):
+    assert bool(scaling.local_sgd_sends_less(the_job)) is sends_less

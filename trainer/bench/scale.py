@@ -102,16 +102,17 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def checked(prediction: dict, rows: list[dict]) -> dict:
-    """`trainer plan --probe`'s prediction for 2 hosts x 1 CPU beside what horovod and the
+    """`trainer plan --probe`'s prediction for 2 hosts x 1 CPU beside what its mode and the
     baseline measured: the prediction's error, of the samples/s and of the speed-up."""
-    horovod = next((row for row in rows if row["hosts"] > 1 and row["mode"] == "horovod"), {})
+    measured = next((row for row in rows if row["hosts"] > 1 and row["mode"] == prediction["mode"]), {})
     one_host = next((row for row in rows if row["hosts"] == 1 and row["cpus_per_host"] == 1), {})
-    out = {"predicted_samples_per_sec": prediction["samples_per_sec"], "predicted_speedup": prediction["speedup"],
+    out = {"mode": prediction["mode"], "predicted_samples_per_sec": prediction["samples_per_sec"],
+           "predicted_speedup": prediction["speedup"],
            "probe_one_host_samples_per_sec": prediction["one_host_samples_per_sec"]}
-    if "speedup" in horovod:
-        out["measured_speedup"] = horovod["speedup"]
-        out["speedup_error"] = prediction["speedup"] / horovod["speedup"] - 1
-        out["samples_per_sec_error"] = prediction["samples_per_sec"] / horovod["train_samples_per_sec"] - 1
+    if "speedup" in measured:
+        out["measured_speedup"] = measured["speedup"]
+        out["speedup_error"] = prediction["speedup"] / measured["speedup"] - 1
+        out["samples_per_sec_error"] = prediction["samples_per_sec"] / measured["train_samples_per_sec"] - 1
     if "train_samples_per_sec" in one_host:
         out["one_host_error"] = prediction["one_host_samples_per_sec"] / one_host["train_samples_per_sec"] - 1
     return out
@@ -135,7 +136,7 @@ def table(result: dict) -> str:
     prediction = result.get("prediction")
     if prediction:
         line = (f"`trainer plan --probe` predicted {prediction['predicted_samples_per_sec']:,.0f} samples/s for "
-                f"{HOSTS} hosts x 1 CPU with horovod, {prediction['predicted_speedup']:.2f}x one host")
+                f"{HOSTS} hosts x 1 CPU with {prediction['mode']}, {prediction['predicted_speedup']:.2f}x one host")
         if "measured_speedup" in prediction:
             line += (f"; measured {prediction['measured_speedup']:.2f}x (error of the speed-up "
                      f"{prediction['speedup_error']:+.0%}, of the samples/s {prediction['samples_per_sec_error']:+.0%})")

@@ -109,6 +109,12 @@ class Job:
         """The user's own training script trains (not the built-in model or hooks)."""
         return bool(self.entry_point and self.entry_point.is_script)
 
+    @property
+    def trains_builtin_model(self) -> bool:
+        """The built-in DeepFM trains: no script, no hooks module by name, no model_fn hook."""
+        entry = self.entry_point
+        return not self.runs_script and not self.hyperparameters.user_module and not (entry and "model_fn" in entry.hooks)
+
 
 def base_dir_from_env() -> str:
     return os.environ.get(BASE_DIR_ENV, DEFAULT_BASE_DIR)

@@ -8,7 +8,8 @@ from them), each in processes of its own:
   collectives of one training step over and over: the ranks' agreement on the step
   (trainer.training.equal_steps) and the step's real gradients (computed once on a batch of
   the job's data) all-reduced as Horovod's DistributedOptimizer does (dense tensors
-  averaged, the embedding's rows and ids all-gathered).
+  averaged, the embedding's rows and ids all-gathered); then local SGD's agreement and
+  average of every trainable variable (trainer.modes.local_sgd).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from trainer.errors import JobError
 COMPUTE_STEPS = 300  # of the job's first batches, cached: the step as a job's epochs after the first run it
 EXCHANGE_WARMUP_STEPS = 20
 EXCHANGE_STEPS = 300
+AVERAGES = 30  # of the whole model: each a few MB at the built-in model's defaults
 PROBE_RANKS = 2
 # Both processes import TensorFlow and build the model (seconds); beyond this something hangs.
 EXCHANGE_TIMEOUT_SEC = 180
@@ -86,6 +88,19 @@ def measure_exchange(job):
     return Exchange(**json.loads(lines[-1]))
 
 
+PREDICTED_MODES = ("horovod", "local_sgd")
+
+
+def multi_host_mode(job) -> str:
+    """What the planner picks for this job on two of its hosts."""
+    import dataclasses
+
+    from trainer.plan.planner import choose_mode
+
+    mode, _ = choose_mode(dataclasses.replace(job, hosts=(job.current_host, f"{job.current_host}-2")))
+    return mode.name if mode.name in PREDICTED_MODES else "horovod"
+
+
 def scaling_of(job, plan) -> dict:
     """--probe: the measurements on this machine and what they predict for the job's hosts
     (for one host: two) against one host."""
@@ -101,18 +116,21 @@ def scaling_of(job, plan) -> dict:
     exchange = measure_exchange(job)
     hosts = max(2, len(job.hosts))
     price = price_of(job.instance_type, 1, job.hyperparameters.price_per_hour)
+    # A one-host job is predicted as the planner would run it on two hosts.
+    mode = plan.mode if plan.mode in PREDICTED_MODES else multi_host_mode(job)
     prediction = scaling.predict(hosts, job.hyperparameters.batch_size, one_host, exchange, job.instance_type,
-                                 price.per_instance_hour)
+                                 price.per_instance_hour, mode, job.hyperparameters.average_every_steps)
     measured = {"compute_cpus": cpus, "exchange_seconds_per_step": round(exchange.seconds, 6),
-                "dense_bytes_per_step": exchange.dense_bytes, "sparse_bytes_per_step": exchange.sparse_bytes}
+                "dense_bytes_per_step": exchange.dense_bytes, "sparse_bytes_per_step": exchange.sparse_bytes,
+                "average_seconds": round(exchange.average_seconds, 6), "variable_bytes": exchange.variable_bytes}
     notes = []
     if cpus < job.num_cpus:
         notes.append(f"one host's step was measured on {cpus} CPU(s), this machine's, not the job's {job.num_cpus}")
     if prediction.network_seconds_per_step is None:
         notes.append(f"the network bandwidth of {job.instance_type} is not known: the time on the wire is left out")
-    if plan.mode not in ("horovod", "single"):
-        notes.append(f"the plan runs {plan.mode}; the prediction is for horovod, the fastest multi-host mode on "
-                     "CPU hosts (docs/distribution.md)")
+    if plan.mode != mode:
+        notes.append(f"the plan runs {plan.mode}; the prediction is for {mode} on {hosts} hosts (of the modes the "
+                     "probe measures, horovod and local_sgd: what the planner picks for them, else horovod)")
     return {"measured": measured, "prediction": prediction.to_dict(), "price": price.source, "notes": notes}
 
 
@@ -126,7 +144,7 @@ def exchange_rank() -> int:
     import tensorflow as tf
 
     hvd.init()
-    gradients = _gradients_of_one_step()
+    variables, gradients = _gradients_of_one_step()
     dense = [g for g in gradients if not isinstance(g, tf.IndexedSlices)]
     sparse = [g for g in gradients if isinstance(g, tf.IndexedSlices)]
 
@@ -144,15 +162,30 @@ def exchange_rank() -> int:
     for _ in range(EXCHANGE_STEPS):
         one_step(dense, sparse)
     seconds = (time.perf_counter() - began) / EXCHANGE_STEPS
+
+    @tf.function
+    def one_average():
+        agreed = hvd.allreduce(tf.constant(1.0), op=hvd.Min, name="probe_average_agreement")
+        with tf.control_dependencies([agreed]):
+            return hvd.grouped_allreduce([v.read_value() for v in variables], op=hvd.Average, name="probe_average")
+
+    one_average()
+    began = time.perf_counter()
+    for _ in range(AVERAGES):
+        one_average()
+    average_seconds = (time.perf_counter() - began) / AVERAGES
     if hvd.rank() == 0:
         size = lambda t: int(tf.size(t)) * t.dtype.size  # noqa: E731
         print(json.dumps({"seconds": seconds, "dense_bytes": sum(size(g) for g in dense),
-                          "sparse_bytes": sum(size(g.values) + size(g.indices) for g in sparse)}), flush=True)
+                          "sparse_bytes": sum(size(g.values) + size(g.indices) for g in sparse),
+                          "average_seconds": average_seconds, "variable_bytes": sum(size(v) for v in variables)}),
+              flush=True)
     return 0
 
 
 def _gradients_of_one_step():
-    """The job's model's gradients on one batch of this host's training data."""
+    """The job's model's trainable variables, and their gradients on one batch of this host's
+    training data."""
     import tensorflow as tf
 
     from trainer.cpu.measure import jobs_model_and_input
@@ -161,4 +194,4 @@ def _gradients_of_one_step():
     features, label = next(iter(dataset))
     with tf.GradientTape() as tape:
         loss = tf.keras.losses.BinaryCrossentropy()(label, model(features, training=True))
-    return tape.gradient(loss, model.trainable_variables)
+    return model.trainable_variables, tape.gradient(loss, model.trainable_variables)

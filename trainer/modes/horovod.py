@@ -15,6 +15,7 @@ import numpy as np
 from trainer.errors import JobError
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
+from trainer.plan.scaling import local_sgd_sends_less
 from trainer.plan.mpi import cpu_binding, horovod_env, mpi_command
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND, Launch, LaunchKind
 
@@ -94,7 +95,7 @@ class Horovod(Mode):
             return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"
         if hosts > 1 and gpus:
             return f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
-        if hosts > 1:
+        if hosts > 1 and not local_sgd_sends_less(job):  # else local SGD suits them (trainer.modes.local_sgd)
             # Measured by `bench scale` (docs/distribution.md, "Scaling out, per core"): on hosts of
             # one CPU each, 3.7x the samples/s of parameter servers and 2.9x multi-worker mirrored's.
             return (f"{hosts} CPU hosts: Horovod, one process per host with the host's CPUs (the fastest "

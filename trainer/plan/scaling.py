@@ -1,13 +1,14 @@
 """Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
 host of the same type, predicted from two short measurements (`trainer plan --probe`,
-trainer.cpu.probe): the step's compute on one host, and the exchange of the step's
-gradients between two ranks (Horovod, as the planner runs several CPU hosts).
+trainer.cpu.probe): the step's compute on one host, and the exchange between two ranks
+(Horovod's of a step's gradients, local SGD's average of the model).
 
-A step of synchronous data parallelism on H hosts takes the one-host step's compute, then
+A step of data parallelism on H hosts takes the one-host step's compute, then its share of
 the exchange: what the probe measured (the collectives' own cost and latency, here) plus
-the bytes the hosts send each other over the instance type's network. Each host trains a
-batch a step, so H hosts train H batches in that time. The hosts pay H times one host's
-price, so a sample costs 1/efficiency times as much.
+the bytes the hosts send each other over the instance type's network. Horovod exchanges
+every step; local SGD once every `average_every_steps` steps. Each host trains a batch a
+step, so H hosts train H batches in that time. The hosts pay H times one host's price, so
+a sample costs 1/efficiency times as much.
 """
 from __future__ import annotations
 
@@ -32,11 +33,34 @@ PAYS_FROM_SPEEDUP = 1.2
 
 @dataclass(frozen=True)
 class Exchange:
-    """One step's exchange between ranks, as measured on the probing host."""
+    """The exchanges between ranks, as measured on the probing host."""
 
-    seconds: float  # the collectives of one step (agreement and gradients), two ranks on this host
+    seconds: float  # Horovod's collectives of one step (agreement and gradients), two ranks on this host
     dense_bytes: int  # all-reduced each step (every rank sends and receives about twice this)
     sparse_bytes: int  # each rank's embedding rows and ids, all-gathered each step
+    average_seconds: float = 0.0  # local SGD's agreement and average of every trainable variable, once
+    variable_bytes: int = 0  # every trainable variable: what local SGD's average all-reduces
+
+
+def bytes_sent_per_step(mode: str, hosts: int, exchange: Exchange, average_every: int = 1) -> float:
+    """Pure: what each rank sends a step. A ring all-reduce sends 2(H-1)/H of its tensors, an
+    all-gather brings each rank the other H-1 ranks' rows. Horovod all-reduces the dense
+    gradients and all-gathers the embedding's rows every step; local SGD all-reduces every
+    trainable variable (the whole embedding table too) once every `average_every` steps."""
+    ring = 2 * (hosts - 1) / hosts
+    if mode == "local_sgd":
+        return ring * exchange.variable_bytes / average_every
+    return ring * exchange.dense_bytes + (hosts - 1) * exchange.sparse_bytes
+
+
+def deepfm_exchange(hp) -> Exchange:
+    """Pure: the built-in DeepFM's bytes (trainer.models.deepfm) from its hyperparameters, as
+    float32 variables and int64 ids; no times. The planner compares the modes' bytes with it."""
+    rows, width = hp.field_size * hp.batch_size, 1 + hp.embedding_size
+    layers = [hp.field_size * hp.embedding_size, *hp.deep_layers, 1]
+    dense = sum(units_in * units + units for units_in, units in zip(layers, layers[1:]))
+    return Exchange(0.0, dense_bytes=4 * dense, sparse_bytes=rows * (4 * width + 8),
+                    variable_bytes=4 * (dense + hp.feature_size * width))
 
 
 @dataclass(frozen=True)
@@ -47,6 +71,7 @@ class Prediction:
     network_seconds_per_step: float | None  # None: the instance type's bandwidth is not known
     samples_per_dollar: float | None
     one_host_samples_per_dollar: float | None
+    mode: str = "horovod"
 
     @property
     def speedup(self) -> float:
@@ -57,7 +82,7 @@ class Prediction:
         return self.speedup / self.hosts
 
     def verdict(self) -> str:
-        head = (f"{self.hosts} hosts: predicted {self.samples_per_sec:,.0f} samples/s, {self.speedup:.2f}x one "
+        head = (f"{self.hosts} hosts with {self.mode}: predicted {self.samples_per_sec:,.0f} samples/s, {self.speedup:.2f}x one "
                 f"host's {self.one_host_samples_per_sec:,.0f}")
         cost = f"a sample costs {1 / self.efficiency:.2f}x what it costs on one host"
         if self.speedup < PAYS_FROM_SPEEDUP:
@@ -66,7 +91,7 @@ class Prediction:
         return f"{head} ({self.efficiency:.0%} of the ideal {self.hosts}x); {cost}"
 
     def to_dict(self) -> dict:
-        return {"hosts": self.hosts, "one_host_samples_per_sec": round(self.one_host_samples_per_sec, 1),
+        return {"hosts": self.hosts, "mode": self.mode, "one_host_samples_per_sec": round(self.one_host_samples_per_sec, 1),
                 "samples_per_sec": round(self.samples_per_sec, 1), "speedup": round(self.speedup, 3),
                 "efficiency": round(self.efficiency, 3),
                 "network_seconds_per_step": (None if self.network_seconds_per_step is None
@@ -80,23 +105,32 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value)
 
 
-def network_seconds(exchange: Exchange, hosts: int, gbps: float) -> float:
-    """Pure: a step's bytes on the wire at `gbps`: a ring all-reduce sends and receives
-    2(H-1)/H of the dense gradients per rank; an all-gather brings each rank the other
-    H-1 ranks' rows."""
-    sent = 2 * (hosts - 1) / hosts * exchange.dense_bytes + (hosts - 1) * exchange.sparse_bytes
-    return sent * 8 / (gbps * 1e9)
+def local_sgd_sends_less(job) -> tuple[float, float] | None:
+    """Pure: for several CPU hosts training the built-in DeepFM, (local SGD's, Horovod's) bytes
+    sent a step when averaging the whole model every average_every_steps sends no more than
+    Horovod's steps (a small enough table: about a third at the defaults, many times more at
+    millions of ids); else None. A hooks model's size is not known before it is built."""
+    hosts = len(job.hosts)
+    if hosts == 1 or job.num_gpus or not job.trains_builtin_model:
+        return None
+    model = deepfm_exchange(job.hyperparameters)
+    averaged, stepped = (bytes_sent_per_step(mode, hosts, model, job.hyperparameters.average_every_steps)
+                         for mode in ("local_sgd", "horovod"))
+    return (averaged, stepped) if averaged <= stepped else None
 
 
 def predict(hosts: int, batch_size: int, one_host_samples_per_sec: float, exchange: Exchange,
-            instance_type: str, price_per_instance_hour: float | None) -> Prediction:
-    """Pure: `hosts` hosts of `instance_type` in synchronous data parallelism, one host's
-    compute measured at `one_host_samples_per_sec` with `batch_size` a step."""
+            instance_type: str, price_per_instance_hour: float | None, mode: str = "horovod",
+            average_every: int = 1) -> Prediction:
+    """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode` horovod or
+    local_sgd), one host's compute measured at `one_host_samples_per_sec` with `batch_size` a step."""
     compute = batch_size / one_host_samples_per_sec
+    collectives = exchange.average_seconds / average_every if mode == "local_sgd" else exchange.seconds
     gbps = BASELINE_NETWORK_GBPS.get(instance_type)
     # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
-    network = 0.0 if instance_type == "local" else (None if gbps is None else network_seconds(exchange, hosts, gbps))
-    rate = hosts * batch_size / (compute + exchange.seconds + (network or 0.0))
+    network = (0.0 if instance_type == "local" else None if gbps is None
+               else bytes_sent_per_step(mode, hosts, exchange, average_every) * 8 / (gbps * 1e9))
+    rate = hosts * batch_size / (compute + collectives + (network or 0.0))
     return Prediction(hosts, one_host_samples_per_sec, rate, network,
                       Price(price_per_instance_hour, hosts, "").samples_per_dollar(rate),
-                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host_samples_per_sec))
+                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host_samples_per_sec), mode)
