@@ -68,3 +68,17 @@ def test_a_failed_horovod_case_leaves_the_prediction_unchecked():
                   "one_host_samples_per_sec": 30000.0},
                             [compared(BASELINE, BASELINE), {**HOROVOD, "train_samples_per_sec": None}])
     assert "measured_speedup" not in checked and checked["one_host_error"] == pytest.approx(0.0)
+
+
+def test_a_case_s_row_is_its_median_round_and_fails_with_any_round():
+    case = ("2 hosts x 1 CPU, local_sgd", 2, 1, "local_sgd")
+    metrics = [{"train_samples_per_sec": rate, "eval_auc": 0.76, "steps": 10, "world_size": 2}
+               for rate in (40000.0, 52000.0, 47000.0)]
+    row = scale.row_of(case, [(0, m) for m in metrics])
+    assert row["train_samples_per_sec"] == 47000.0 and row["samples_per_sec_by_round"] == [40000.0, 52000.0, 47000.0]
+    assert row["exit_code"] == 0 and row["eval_auc"] == 0.76 and row["mode"] == "local_sgd"
+    failed = scale.row_of(case, [(0, metrics[0]), (1, None), (0, metrics[2])])
+    assert failed["exit_code"] == 1 and "train_samples_per_sec" not in failed
+    result = {"rows": [compared(BASELINE, BASELINE)], "planners_choice": "local_sgd", "train_rows": 1000,
+              "feature_size": 10, "epochs": 1, "rounds": 3}
+    assert "Samples/s: each case's median of 3 rounds, the cases alternating." in scale.table(result)

@@ -8,13 +8,16 @@ Each case trains the default DeepFM on the same generated data through `trainer 
 CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
 x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
 checks what `trainer plan --probe` predicted for it (run first, while nothing else runs)
-against what the cases measured.
+against what the cases measured. `--rounds N` runs the cases N times over, alternating, and
+reports each case's median samples/s: one machine's speed drifts by a quarter between
+minutes, which one run of each case puts on the ratios.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-size", type=int, default=117581, help="ids of the generated data")
     parser.add_argument("--hp", action="append", default=[], type=runner.key_value, metavar="KEY=VALUE",
                         help="a hyperparameter for every case (repeatable)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every case this many times, the cases alternating; each case's median samples/s")
 
 
 def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
@@ -74,7 +79,6 @@ def run(args: argparse.Namespace) -> dict:
     if max(hosts * cpus for _, hosts, cpus, _ in listed) > len(os.sched_getaffinity(0)):
         raise SystemExit(f"trainer bench scale: needs {max(2, args.cpus)} CPUs of its own; "
                          f"this process may use {len(os.sched_getaffinity(0))}")
-    rows = []
     with tempfile.TemporaryDirectory(prefix="trainer-bench-scale-") as folder:
         data = datagen.generate(os.path.join(folder, "data"), args.train_rows, args.eval_rows, files=4,
                                 feature_size=args.feature_size)
@@ -82,13 +86,13 @@ def run(args: argparse.Namespace) -> dict:
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
         # The probe first, while nothing else runs: its prediction is checked against the cases.
         choice, probed = planned_and_predicted(channels, common, HOSTS)
-        for index, (name, hosts, cpus, mode) in enumerate(listed):
-            job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
-            exit_code, metrics = local_job_metrics(job, os.path.join(folder, f"case-{index}"))
-            row = {"case": name, "hosts": hosts, "cpus_per_host": cpus, "mode": mode, "exit_code": exit_code}
-            if metrics is not None:
-                row.update({key: metrics[key] for key in ("train_samples_per_sec", "eval_auc", "steps", "world_size")})
-            rows.append(row)
+        # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them.
+        runs = [[] for _ in listed]
+        for round_index in range(max(1, args.rounds)):
+            for index, (name, hosts, cpus, mode) in enumerate(listed):
+                job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
+                runs[index].append(local_job_metrics(job, os.path.join(folder, f"case-{index}-{round_index}")))
+        rows = [row_of(case, case_runs) for case, case_runs in zip(listed, runs)]
     baseline = rows[0]
     for row in rows:
         if "train_samples_per_sec" in row and "train_samples_per_sec" in baseline:
@@ -98,7 +102,23 @@ def run(args: argparse.Namespace) -> dict:
     prediction = probed and checked(probed["prediction"], rows)
     return {"benchmark": "scale", "train_rows": args.train_rows, "epochs": args.epochs,
             "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
-            "probe": probed, "prediction": prediction, "cpus": os.cpu_count(), "rows": rows}
+            "probe": probed, "prediction": prediction, "cpus": os.cpu_count(), "rounds": max(1, args.rounds),
+            "rows": rows}
+
+
+def row_of(case: tuple[str, int, int, str], runs: list[tuple[int, dict | None]]) -> dict:
+    """A case's row from its rounds' (exit code, metrics): the first failure's exit code, else
+    the median samples/s and every round's (the model's figures are the same in every round)."""
+    name, hosts, cpus, mode = case
+    failed = [exit_code for exit_code, metrics in runs if exit_code or metrics is None]
+    row = {"case": name, "hosts": hosts, "cpus_per_host": cpus, "mode": mode, "exit_code": failed[0] if failed else 0}
+    if failed:
+        return row
+    metrics = runs[-1][1]
+    rates = [run_metrics["train_samples_per_sec"] for _, run_metrics in runs]
+    row.update({key: metrics[key] for key in ("eval_auc", "steps", "world_size")})
+    row.update({"train_samples_per_sec": statistics.median(rates), "samples_per_sec_by_round": rates})
+    return row
 
 
 def checked(prediction: dict, rows: list[dict]) -> dict:
@@ -133,6 +153,8 @@ def table(result: dict) -> str:
                          f"{row['efficiency']:.0%} | {row['eval_auc']:.4f} | {row['eval_auc_change']:+.4f}")
     lines.append(f"\nFor {HOSTS} CPU hosts of 1 CPU each the planner picks {result['planners_choice']} "
                  f"({result['train_rows']:,} rows, {result['feature_size']:,} ids, {result['epochs']} epochs).")
+    if result.get("rounds", 1) > 1:
+        lines.append(f"Samples/s: each case's median of {result['rounds']} rounds, the cases alternating.")
     prediction = result.get("prediction")
     if prediction:
         line = (f"`trainer plan --probe` predicted {prediction['predicted_samples_per_sec']:,.0f} samples/s for "
