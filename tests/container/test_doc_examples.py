@@ -90,7 +90,8 @@ def assert_metrics_found(definitions: list[dict], log: str) -> None:
 def test_the_readme_algorithm_example(sdk_path, tmp_path, bucket):
     """Two ml.c5.4xlarge hosts in Pipe mode with a checkpoint URI, no distribution: local
     mode has neither Pipe mode nor checkpoint_s3_uri, so the same job runs through
-    `trainer local`: Horovod, auto's choice for CPU hosts, each host's rank reading its FIFO."""
+    `trainer local`: local SGD over Horovod's ranks, auto's choice for CPU hosts training the
+    built-in model, each host's rank reading its FIFO."""
     code = block("README.md", "from sagemaker.estimator import Estimator")
     result, log, _ = run_example(sdk_path, tmp_path, bucket, code, ONE_HOST_TIMEOUT_SEC)
     settings = result.get("trainer_local")
@@ -98,7 +99,7 @@ def test_the_readme_algorithm_example(sdk_path, tmp_path, bucket):
     assert settings["lacks"] == ["Pipe mode", "checkpoint_s3_uri"]
     assert (settings["instance_count"], settings["instance_type"], settings["input_mode"]) == (2, "ml.c5.4xlarge", "Pipe")
     job_log = run_with_trainer_local(settings, tmp_path / "job")
-    assert "distribution: horovod (2 CPU hosts" in job_log
+    assert "distribution: local_sgd (2 CPU hosts with the built-in DeepFM" in job_log
     assert_metrics_found(settings["metric_definitions"], job_log)
     assert os.listdir(tmp_path / "job" / "algo-1" / "checkpoints")  # what checkpoint_s3_uri is synced with
 
