@@ -113,7 +113,8 @@ class Job:
     def trains_builtin_model(self) -> bool:
         """The built-in DeepFM trains: no script, no hooks module by name, no model_fn hook."""
         entry = self.entry_point
-        return not self.runs_script and not self.hyperparameters.user_module and not (entry and "model_fn" in entry.hooks)
+        return (not self.runs_script and not self.hyperparameters.user_module
+                and not (entry and "model_fn" in entry.hooks))
 
 
 def base_dir_from_env() -> str:

@@ -1,14 +1,15 @@
 """Local SGD: Horovod's ranks, each training on its own batches, averaging their variables
 every `average_every_steps` steps instead of all-reducing every step's gradients.
 
-On CPU hosts a step's exchange costs about as much as its compute (docs/distribution.md,
-"Will more hosts pay?"): the collectives' per-call machinery on the rank's own CPUs and the
+On CPU hosts a step's exchange adds about half the step's compute (docs/distribution.md,
+"Will more hosts pay?"): the collectives' per-call machinery on the rank's own CPUs, and the
 bytes on the network. Averaging every K steps pays that once per K steps. Each rank steps
 with its own batch (its optimizer's state stays its own), and the ranks agree on the
 epoch's end at each average (trainer.training.equal_steps).
 """
 from __future__ import annotations
 
+from trainer.errors import JobError
 from trainer.modes.base import Deferred, register
 from trainer.modes.horovod import Horovod, HorovodRuntime
 from trainer.plan.scaling import local_sgd_sends_less
@@ -58,8 +59,5 @@ class LocalSgd(Horovod):
 
     def processes_per_host(self, job) -> int:
         if job.num_gpus:
-            from trainer.errors import JobError
-
             raise JobError("distribution local_sgd trains on CPU hosts; this job has GPUs: use horovod")
         return super().processes_per_host(job)
-
