@@ -49,12 +49,10 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
     mode's collective, `stop_flag` 1 once this rank is asked to stop. The optimizer's and
     metrics' variables must exist before the first step (they cannot be created inside a
     conditional branch)."""
-    from keras.src.engine import data_adapter
-
     original_step = model.train_step
 
     def train_step(data):
-        features, label, weight = data_adapter.unpack_x_y_sample_weight(data)
+        features, label, weight = tf.keras.utils.unpack_x_y_sample_weight(data)
         has_data = tf.reduce_max(tf.cast(weight, tf.float32))
         everyone = all_reduce_min(tf.where(stop_flag > 0, -1.0, has_data))
         logs = tf.cond(everyone > 0, lambda: original_step((features, label)),
@@ -68,12 +66,11 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
 def install_averaging(model, average_every: int, all_reduce_min, merge, stop_flag: tf.Variable) -> None:
     """Make `model.fit` train each rank on its own batches and, every `average_every` steps,
     agree and merge: `all_reduce_min(tensor)` as in `install`, `merge(variables)` the value
-    every rank gives each trainable variable (the same on every rank). Between agreements the ranks run no collective, so a rank
-    whose data ran out trains nothing on its padding and waits for the next agreement, which
-    ends the epoch on every rank (the records other ranks trained meanwhile are kept: each
-    record is still trained at most once). Reports as `install` does."""
-    from keras.src.engine import data_adapter
-
+    every rank gives each trainable variable (the same on every rank). Between agreements the
+    ranks run no collective, so a rank whose data ran out trains nothing on its padding and
+    waits for the next agreement, which ends the epoch on every rank (the records other ranks
+    trained meanwhile are kept: each record is still trained at most once). Reports as
+    `install` does."""
     original_step = model.train_step
     steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_since_start")
 
@@ -86,7 +83,7 @@ def install_averaging(model, average_every: int, all_reduce_min, merge, stop_fla
             return tf.identity(everyone)
 
     def train_step(data):
-        features, label, weight = data_adapter.unpack_x_y_sample_weight(data)
+        features, label, weight = tf.keras.utils.unpack_x_y_sample_weight(data)
         has_data = tf.reduce_max(tf.cast(weight, tf.float32))
         logs = tf.cond(has_data > 0, lambda: original_step((features, label)), model.get_metrics_result)
         with tf.control_dependencies(tf.nest.flatten(logs)):
