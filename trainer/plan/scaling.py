@@ -82,8 +82,8 @@ class Prediction:
         return self.speedup / self.hosts
 
     def verdict(self) -> str:
-        head = (f"{self.hosts} hosts with {self.mode}: predicted {self.samples_per_sec:,.0f} samples/s, {self.speedup:.2f}x one "
-                f"host's {self.one_host_samples_per_sec:,.0f}")
+        head = (f"{self.hosts} hosts with {self.mode}: predicted {self.samples_per_sec:,.0f} samples/s, "
+                f"{self.speedup:.2f}x one host's {self.one_host_samples_per_sec:,.0f}")
         cost = f"a sample costs {1 / self.efficiency:.2f}x what it costs on one host"
         if self.speedup < PAYS_FROM_SPEEDUP:
             return (f"{head}: no faster than one host, and {cost}. Train on one host (a larger instance type "
@@ -91,7 +91,8 @@ class Prediction:
         return f"{head} ({self.efficiency:.0%} of the ideal {self.hosts}x); {cost}"
 
     def to_dict(self) -> dict:
-        return {"hosts": self.hosts, "mode": self.mode, "one_host_samples_per_sec": round(self.one_host_samples_per_sec, 1),
+        return {"hosts": self.hosts, "mode": self.mode,
+                "one_host_samples_per_sec": round(self.one_host_samples_per_sec, 1),
                 "samples_per_sec": round(self.samples_per_sec, 1), "speedup": round(self.speedup, 3),
                 "efficiency": round(self.efficiency, 3),
                 "network_seconds_per_step": (None if self.network_seconds_per_step is None
