@@ -169,7 +169,7 @@ def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerW
             log.info("every host answered after %.0f s", elapsed)
             return
         if elapsed >= timeout_sec:
-            raise JobError(_never_answered(missing, elapsed))
+            raise JobError(_never_answered(missing, timeout_sec))
         if clock() - last_log >= log_every_sec:
             last_log = clock()
             log.warning("still waiting after %.0f s of %.0f s for %d of %d: %s", elapsed, timeout_sec,
@@ -187,7 +187,9 @@ def _raise_if_one_ended(hosts: list[str], me: str, port: int) -> None:
             raise PeerLost(f"{host} {state}: {reason}" if reason else f"{host} {state}")
 
 
-def _never_answered(missing: dict[PeerWait, str], elapsed: float) -> str:
+def _never_answered(missing: dict[PeerWait, str], timeout_sec: float) -> str:
+    # Names the bound the user set, not the elapsed time: the last round of checks may end a
+    # fraction past it, and "tried for 16 s" with peer_wait_sec=15 reads as a different setting.
     unresolved = list(dict.fromkeys(p.host for p, problem in missing.items() if problem == UNRESOLVED))
     silent = [p for p, problem in missing.items() if problem != UNRESOLVED]
     parts = [f"host {host} never resolved" for host in unresolved]
@@ -197,7 +199,7 @@ def _never_answered(missing: dict[PeerWait, str], elapsed: float) -> str:
         hints.append("a host that does not resolve never started, or the job's network gives no DNS name to it")
     if silent:
         hints.append("one that resolves but does not answer has not started its part or failed first (see its log)")
-    return f"{'; '.join(parts)} (tried for {elapsed:.0f} s, peer_wait_sec): {'; '.join(hints)}"
+    return f"{'; '.join(parts)} (tried for {timeout_sec:.0f} s, peer_wait_sec): {'; '.join(hints)}"
 
 
 _serving: list = []
