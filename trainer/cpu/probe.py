@@ -53,12 +53,14 @@ def compute_samples_per_sec(job) -> tuple[float, int]:
         return measure_in_subprocess(job.base_dir, steps=COMPUTE_STEPS, cached=True)(settings), cpus
 
 
-def exchange_command(job) -> tuple[list[str], dict]:
-    """mpirun of the exchange probe's ranks on this machine, with the environment Horovod's
-    ranks of the job get (its cycle time)."""
+def exchange_command(job, mode: str) -> tuple[list[str], dict]:
+    """mpirun of the exchange probe's ranks on this machine, with the environment the ranks of
+    the job get in `mode` (its cycle time)."""
+    from trainer import modes
     from trainer.plan.mpi import YIELD_WHEN_IDLE, horovod_env
 
-    env = {**horovod_env(job, 1), "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+    env = {**horovod_env(job, 1, modes.get(mode).cpu_cycle_time_ms),
+           "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
     command = ["mpirun", "--allow-run-as-root", "-np", str(PROBE_RANKS), "--host", f"localhost:{PROBE_RANKS}",
                "--bind-to", "none", *YIELD_WHEN_IDLE, "-mca", "btl_vader_single_copy_mechanism", "none"]
     for name in sorted(env):
@@ -66,12 +68,13 @@ def exchange_command(job) -> tuple[list[str], dict]:
     return command + [sys.executable, "-m", "trainer", "plan", "--exchange-rank"], env
 
 
-def measure_exchange(job):
-    """The job's exchange per step (trainer.plan.scaling.Exchange), measured by two ranks."""
+def measure_exchange(job, mode: str):
+    """The job's exchange per step (trainer.plan.scaling.Exchange), measured by two ranks as
+    `mode` runs them."""
     from trainer.contract.job import BASE_DIR_ENV
     from trainer.plan.scaling import Exchange
 
-    command, env = exchange_command(job)
+    command, env = exchange_command(job, mode)
     try:
         done = subprocess.run(command, env={**os.environ, **env, BASE_DIR_ENV: job.base_dir}, capture_output=True,
                               text=True, timeout=EXCHANGE_TIMEOUT_SEC)
@@ -112,12 +115,12 @@ def scaling_of(job, plan) -> dict:
                        "have: run it on the 2.14 line, or compare modes with `trainer bench scale`")
     if job.num_gpus:
         raise JobError("--probe measures CPU hosts; this job has GPUs")
-    one_host, cpus = compute_samples_per_sec(job)
-    exchange = measure_exchange(job)
-    hosts = max(2, len(job.hosts))
-    price = price_of(job.instance_type, 1, job.hyperparameters.price_per_hour)
     # A one-host job is predicted as the planner would run it on two hosts.
     mode = plan.mode if plan.mode in PREDICTED_MODES else multi_host_mode(job)
+    one_host, cpus = compute_samples_per_sec(job)
+    exchange = measure_exchange(job, mode)
+    hosts = max(2, len(job.hosts))
+    price = price_of(job.instance_type, 1, job.hyperparameters.price_per_hour)
     prediction = scaling.predict(hosts, job.hyperparameters.batch_size, one_host, exchange, job.instance_type,
                                  price.per_instance_hour, mode, job.hyperparameters.average_every_steps)
     measured = {"compute_cpus": cpus, "exchange_seconds_per_step": round(exchange.seconds, 6),

@@ -16,7 +16,7 @@ from trainer.errors import JobError
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.scaling import local_sgd_sends_less
-from trainer.plan.mpi import cpu_binding, horovod_env, mpi_command
+from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding, horovod_env, mpi_command
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND, Launch, LaunchKind
 
 equal_steps = Deferred("trainer.training.equal_steps")
@@ -80,6 +80,7 @@ class Horovod(Mode):
     multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
     has_leader = True  # the MPI master
     needs_horovod = True  # a script launched by mpirun needs only MPI (mpi4py, or Horovod if it has it)
+    cpu_cycle_time_ms = CPU_CYCLE_TIME_MS  # Horovod's cycle for CPU ranks (trainer.plan.mpi)
 
     def requested(self, job) -> str | None:
         if not sdk.enabled(job, sdk.MPI):
@@ -113,5 +114,6 @@ class Horovod(Mode):
     def launch(self, job, per_host: int) -> Launch:
         kind = LaunchKind.MPIRUN if len(job.hosts) == 1 else LaunchKind.SAGEMAKER_MPI
         process_command = SCRIPT_RANK_COMMAND if job.runs_script else WORKER_COMMAND
-        return Launch(kind, mpi_command(job, per_host, process_command), horovod_env(job, per_host),
+        env = horovod_env(job, per_host, self.cpu_cycle_time_ms)
+        return Launch(kind, mpi_command(job, per_host, process_command, env), env,
                       cpu_binding(job, per_host).why)

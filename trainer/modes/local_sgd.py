@@ -12,6 +12,7 @@ from __future__ import annotations
 from trainer.errors import JobError
 from trainer.modes.base import Deferred, register
 from trainer.modes.horovod import Horovod, HorovodRuntime
+from trainer.plan.mpi import AVERAGING_CYCLE_TIME_MS
 from trainer.plan.scaling import local_sgd_sends_less
 
 equal_steps = Deferred("trainer.training.equal_steps")
@@ -43,6 +44,7 @@ class LocalSgd(Horovod):
     # the model by one rank's step, as a mean of their gradients does (at the unscaled rate two
     # hosts ended 2 epochs 0.04 below one host's eval AUC, bench scale).
     runs_scripts = False  # the container's own training only: a script brings its own loop
+    cpu_cycle_time_ms = AVERAGING_CYCLE_TIME_MS
 
     def requested(self, job) -> str | None:
         return None

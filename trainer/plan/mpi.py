@@ -57,7 +57,8 @@ def cpu_binding(job, per_host: int) -> CpuBinding:
                       f"each rank bound to {cores} core(s) of its own (see P10 in docs/pitfalls.md); {waits}")
 
 
-def mpi_command(job, per_host: int, process_command: tuple[str, ...]) -> tuple[str, ...]:
+def mpi_command(job, per_host: int, process_command: tuple[str, ...], env: dict) -> tuple[str, ...]:
+    """mpirun of `process_command` on the job's hosts, passing `env` (horovod_env's) to every rank."""
     # One host: mpirun starts the ranks itself (no sshd); several: the toolkit's MPI runner.
     hosts = ["localhost"] if len(job.hosts) == 1 else job.hosts
     command = ["mpirun", "--allow-run-as-root", "-np", str(per_host * len(job.hosts)),
@@ -66,7 +67,7 @@ def mpi_command(job, per_host: int, process_command: tuple[str, ...]) -> tuple[s
     # P11: cross-memory attach is not permitted in containers.
     command += ["-mca", "btl_vader_single_copy_mechanism", "none",
                 "-x", "OMPI_MCA_btl_vader_single_copy_mechanism=none"]
-    for name in sorted(horovod_env(job, per_host)):
+    for name in sorted(env):
         command += ["-x", name]
     if job.runs_script:
         command += ["--tag-output"]  # each line of a script's output with its rank in front
@@ -79,21 +80,6 @@ def mpi_options(job) -> str:
     return f"{job.framework_params.get(sdk.MPI_OPTIONS, '') or ''} {job.hyperparameters.mpi_options}".strip()
 
 
-def horovod_env(job, per_host: int) -> dict:
-    """P27: Horovod's knobs, as environment variables for every rank."""
-    hp = job.hyperparameters
-    env = {"HOROVOD_AUTOTUNE": "1" if hp.horovod_autotune else "0"}
-    if hp.horovod_fusion_threshold is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(hp.horovod_fusion_threshold)
-    cycle_time = horovod_cycle_time_ms(job, per_host)
-    if cycle_time is not None:
-        env["HOROVOD_CYCLE_TIME"] = str(cycle_time)
-    # Horovod's stall check names the ranks the others wait for, several times within the
-    # stall bound (its default, 60 s, may be longer than a bound set short).
-    env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(horovod_stall_check_sec(hp.stall_timeout_sec))
-    return env
-
-
 # Horovod's background thread gathers the ranks' ready tensors once a cycle (5 ms by default,
 # sized for GPU steps of tens of milliseconds). A CPU step of the built-in DeepFM takes a few
 # milliseconds and waits for two rounds of it (the ranks' agreement on the step, then the
@@ -102,14 +88,33 @@ def horovod_env(job, per_host: int) -> dict:
 # thread's polling then takes about a fifth of a rank's CPU, which pays while each rank has
 # a CPU of its own (with more ranks than CPUs it would take CPU the ranks' compute needs).
 CPU_CYCLE_TIME_MS = 0.1
+# Local SGD all-reduces once every average_every_steps steps (two rounds: the agreement, the
+# average): a 0.1 ms cycle would poll between them for nothing, on the CPU its steps need.
+AVERAGING_CYCLE_TIME_MS = 1.0
 
 
-def horovod_cycle_time_ms(job, per_host: int) -> float | None:
-    """HOROVOD_CYCLE_TIME: the job's hyperparameter; CPU_CYCLE_TIME_MS for CPU ranks with a
+def horovod_env(job, per_host: int, cpu_cycle_time_ms: float = CPU_CYCLE_TIME_MS) -> dict:
+    """P27: Horovod's knobs, as environment variables for every rank (`cpu_cycle_time_ms`: the
+    mode's cycle on CPU ranks, CPU_CYCLE_TIME_MS unless it says otherwise)."""
+    hp = job.hyperparameters
+    env = {"HOROVOD_AUTOTUNE": "1" if hp.horovod_autotune else "0"}
+    if hp.horovod_fusion_threshold is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(hp.horovod_fusion_threshold)
+    cycle_time = horovod_cycle_time_ms(job, per_host, cpu_cycle_time_ms)
+    if cycle_time is not None:
+        env["HOROVOD_CYCLE_TIME"] = str(cycle_time)
+    # Horovod's stall check names the ranks the others wait for, several times within the
+    # stall bound (its default, 60 s, may be longer than a bound set short).
+    env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(horovod_stall_check_sec(hp.stall_timeout_sec))
+    return env
+
+
+def horovod_cycle_time_ms(job, per_host: int, cpu_cycle_time_ms: float = CPU_CYCLE_TIME_MS) -> float | None:
+    """HOROVOD_CYCLE_TIME: the job's hyperparameter; `cpu_cycle_time_ms` for CPU ranks with a
     CPU each at least; else Horovod's own default (None)."""
     if job.hyperparameters.horovod_cycle_time is not None:
         return job.hyperparameters.horovod_cycle_time
-    return CPU_CYCLE_TIME_MS if not job.num_gpus and per_host <= job.num_cpus else None
+    return cpu_cycle_time_ms if not job.num_gpus and per_host <= job.num_cpus else None
 
 
 def horovod_stall_check_sec(stall_timeout_sec: float) -> int:
