@@ -89,7 +89,9 @@ def mpi_options(job) -> str:
 # a CPU of its own (with more ranks than CPUs it would take CPU the ranks' compute needs).
 CPU_CYCLE_TIME_MS = 0.1
 # Local SGD all-reduces once every average_every_steps steps (two rounds: the agreement, the
-# average): a 0.1 ms cycle would poll between them for nothing, on the CPU its steps need.
+# average): a 0.1 ms cycle polls between them for nothing, on the CPU its steps need.
+# `bench scale --modes local_sgd --cpus 1 --hp horovod_cycle_time=T`, local SGD's samples/s:
+# 52,514 and 54,184 at 0.1 ms; 55,188-57,286 at 1 ms (three runs), 58,270 at 2.5, 55,328 at 5.
 AVERAGING_CYCLE_TIME_MS = 1.0
 
 
