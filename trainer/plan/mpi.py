@@ -95,9 +95,9 @@ CPU_CYCLE_TIME_MS = 0.1
 AVERAGING_CYCLE_TIME_MS = 1.0
 
 
-def horovod_env(job, per_host: int, cpu_cycle_time_ms: float = CPU_CYCLE_TIME_MS) -> dict:
+def horovod_env(job, per_host: int, cpu_cycle_time_ms: float) -> dict:
     """P27: Horovod's knobs, as environment variables for every rank (`cpu_cycle_time_ms`: the
-    mode's cycle on CPU ranks, CPU_CYCLE_TIME_MS unless it says otherwise)."""
+    mode's cycle on CPU ranks, its `cpu_cycle_time_ms`)."""
     hp = job.hyperparameters
     env = {"HOROVOD_AUTOTUNE": "1" if hp.horovod_autotune else "0"}
     if hp.horovod_fusion_threshold is not None:
@@ -111,7 +111,7 @@ def horovod_env(job, per_host: int, cpu_cycle_time_ms: float = CPU_CYCLE_TIME_MS
     return env
 
 
-def horovod_cycle_time_ms(job, per_host: int, cpu_cycle_time_ms: float = CPU_CYCLE_TIME_MS) -> float | None:
+def horovod_cycle_time_ms(job, per_host: int, cpu_cycle_time_ms: float) -> float | None:
     """HOROVOD_CYCLE_TIME: the job's hyperparameter; `cpu_cycle_time_ms` for CPU ranks with a
     CPU each at least; else Horovod's own default (None)."""
     if job.hyperparameters.horovod_cycle_time is not None:
