@@ -163,10 +163,16 @@ def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, one_h
 def test_horovod_on_two_hosts_of_two_ranks(aws_split, tmp_path):
     """MPI across hosts on this machine: the first host's mpirun logs in to the second's sshd
     with this job's key (each simulated host's ssh files apart), 4 ranks train on their
-    quarters, evaluate sharded and rank 0 exports; no sshd or key folder is left."""
-    hp = {"distribution": "horovod", "processes_per_host": "2", "log_steps": "4"}
+    quarters, evaluate sharded and rank 0 exports; no sshd or key folder is left. Before
+    training, the first host logs what `trainer plan --probe` predicts for the job
+    (probe_scaling), measured with real Horovod ranks on its CPUs."""
+    hp = {"distribution": "horovod", "processes_per_host": "2", "log_steps": "4", "probe_scaling": "true"}
     run = run_local(tmp_path, aws_split, hp, hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
     assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    [predicted] = [line for line in run.log.splitlines() if "probe_scaling: 2 hosts with horovod: predicted " in line]
+    assert "x one host's " in predicted and "the exchange adds " in predicted, predicted
+    assert run.log.index(predicted) < run.log.index("horovod rank 0 of 4"), "the prediction comes before training"
+    assert "probe_scaling: the job runs 2 processes per host; the probe measures one per host" in run.log
     metrics = run.metrics
     assert metrics["distribution"] == "horovod" and metrics["world_size"] == 4
     assert metrics["steps"] == 3 * 8 and metrics["eval_auc"] >= 0.65, metrics  # ceil(2,000 / 256) per epoch

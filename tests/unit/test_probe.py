@@ -22,10 +22,11 @@ def job(tmp_path, monkeypatch):
     ("local_sgd", "1.0"),  # averaging every few steps: a longer cycle polls less
 ])
 def test_the_exchange_probe_runs_two_ranks_with_the_mode_s_horovod_settings(job, mode, cycle_time):
-    command, env = probe.exchange_command(job, mode)
+    command, env = probe.exchange_command(job, mode, 1)
     assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", "2"]
-    assert command[-4:][1:] == ["trainer", "plan", "--exchange-rank"]
-    assert env["HOROVOD_CYCLE_TIME"] == cycle_time
+    # The ranks train as the mode does, each on a CPU of its own, with a 1-CPU host's settings.
+    assert command[-7:][1:] == ["trainer", "plan", "--exchange-rank", mode, "--exchange-cpus", "1"]
+    assert env["HOROVOD_CYCLE_TIME"] == cycle_time and env["OMP_NUM_THREADS"] == "1"
     for name in env:  # each exported to both ranks
         assert command[command.index(name) - 1] == "-x"
 
@@ -33,4 +34,30 @@ def test_the_exchange_probe_runs_two_ranks_with_the_mode_s_horovod_settings(job,
 def test_a_machine_without_mpirun_is_told_what_the_probe_needs(job, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no mpirun here
     with pytest.raises(JobError, match="OpenMPI's mpirun, which is not on this machine's PATH"):
-        probe.measure_exchange(job, "horovod")
+        probe.measure_exchange(job, "horovod", 1, 0.01)
+
+
+@pytest.mark.parametrize("input_mode, cache_input, epochs, share", [
+    ("File", "auto", 2, 0.5),   # the first of 2 epochs reads the files; the second, the cache
+    ("File", "true", 4, 0.25),
+    ("File", "auto", 1, 1.0),
+    ("File", "false", 4, 1.0),  # not cached: every epoch reads its files
+    ("Pipe", "auto", 4, 1.0),   # a FIFO every epoch
+])
+def test_the_share_of_steps_that_read_the_files_follows_the_input_s_cache(job, input_mode, cache_input, epochs,
+                                                                         share):
+    hp = job.hyperparameters.with_value("cache_input", cache_input).with_value("num_epochs", epochs)
+    assert probe.first_pass_share(hp, input_mode) == share
+
+
+def test_a_job_the_probe_cannot_measure_is_told_why_and_trains_on(job, caplog):
+    """probe_scaling on a job with GPUs: a warning in the log with the reason; no exception."""
+    import dataclasses
+    import logging
+
+    from trainer.plan.planner import make_plan
+
+    gpus = dataclasses.replace(job, num_gpus=1)
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        probe.log_prediction(gpus, make_plan(gpus))
+    assert caplog.messages == ["probe_scaling: not measured: --probe measures CPU hosts; this job has GPUs"]

@@ -50,7 +50,7 @@ def test_the_probe_s_prediction_is_checked_against_the_measured_cases():
     assert checked["samples_per_sec_error"] == pytest.approx(0.25)  # 45,000 against 36,000
     assert checked["one_host_error"] == pytest.approx(0.0)
     result = {"rows": rows, "planners_choice": "horovod", "train_rows": 1000, "feature_size": 10, "epochs": 1,
-              "prediction": checked}
+              "predictions": [checked]}
     assert scale.table(result).splitlines()[-1] == (
         "`trainer plan --probe` predicted 45,000 samples/s for 2 hosts x 1 CPU with horovod, 1.50x one host; "
         "measured 1.20x (error of the speed-up +25%, of the samples/s +25%).")

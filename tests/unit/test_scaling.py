@@ -5,35 +5,50 @@ from trainer.plan import scaling
 
 BATCH = 256
 ONE_HOST = 50_000.0  # samples/s: a step of 5.12 ms
-NO_BYTES = scaling.Exchange(seconds=0.0, dense_bytes=0, sparse_bytes=0)
+STEP = BATCH / ONE_HOST
+CACHED = scaling.Compute(ONE_HOST, ONE_HOST, 0.5)  # no time to read the files
+
+
+def two_ranks(step_seconds=STEP, dense=0, sparse=0, variables=0, alone=STEP):
+    """Two ranks' step of `step_seconds` (compute and exchange) where one alone takes `alone`,
+    and the bytes it sends."""
+    return scaling.Exchange(step_seconds, alone, dense_bytes=dense, sparse_bytes=sparse, variable_bytes=variables)
+
+
+NO_BYTES = two_ranks()
 
 
 @pytest.mark.parametrize("hosts, exchange, instance_type, samples_per_sec, network", [
-    # Free exchange: the ideal.
+    # Two ranks step as fast as one host alone: the ideal.
     (2, NO_BYTES, "local", 100_000.0, 0.0),
     (4, NO_BYTES, "local", 200_000.0, 0.0),
     # The exchange as long as the compute: each host at half speed, H/2 the one host's.
-    (2, scaling.Exchange(BATCH / ONE_HOST, 0, 0), "local", 50_000.0, 0.0),
+    (2, two_ranks(2 * STEP), "local", 50_000.0, 0.0),
     # Simulated hosts: loopback, already in the probe's seconds; no wire time.
-    (2, scaling.Exchange(0.0, 10**9, 10**9), "local", 100_000.0, 0.0),
+    (2, two_ranks(dense=10**9, sparse=10**9), "local", 100_000.0, 0.0),
     # 2 hosts on 2.5 Gbit/s: 1 MB dense all-reduced (1 MB each way) and 0.5 MB of rows
     # gathered = 1.5e6 bytes = 4.8 ms on the wire, after a 5.12 ms step.
-    (2, scaling.Exchange(0.0, 1_000_000, 500_000), "ml.c5.2xlarge", 2 * BATCH / (BATCH / ONE_HOST + 0.0048), 0.0048),
+    (2, two_ranks(dense=1_000_000, sparse=500_000), "ml.c5.2xlarge", 2 * BATCH / (STEP + 0.0048), 0.0048),
     # 4 hosts: 1.5 MB of dense (2 x 3/4) and 3 x 0.5 MB of rows = 3e6 bytes = 9.6 ms.
-    (4, scaling.Exchange(0.0, 1_000_000, 500_000), "ml.c5.2xlarge", 4 * BATCH / (BATCH / ONE_HOST + 0.0096), 0.0096),
+    (4, two_ranks(dense=1_000_000, sparse=500_000), "ml.c5.2xlarge", 4 * BATCH / (STEP + 0.0096), 0.0096),
+    # Two ranks measured faster than one host alone (the machine's noise): the ideal, no more.
+    (2, two_ranks(0.9 * STEP), "local", 100_000.0, 0.0),
+    # Ranks probed on fewer CPUs than a host's (a step of 2 x STEP alone): what the exchange
+    # added to their step (STEP / 2) is added to the host's.
+    (2, two_ranks(2.5 * STEP, alone=2 * STEP), "local", 2 * BATCH / (1.5 * STEP), 0.0),
     # A bandwidth the table lacks: the wire left out, and said so (None).
-    (2, scaling.Exchange(0.001, 1_000_000, 0), "ml.x9.huge", 2 * BATCH / (BATCH / ONE_HOST + 0.001), None),
+    (2, two_ranks(STEP + 0.001, dense=1_000_000), "ml.x9.huge", 2 * BATCH / (STEP + 0.001), None),
 ])
-def test_samples_per_sec_of_hosts_is_a_batch_each_per_step_of_compute_and_exchange(
+def test_samples_per_sec_of_hosts_is_a_batch_each_per_step_of_the_two_ranks_and_the_wire(
         hosts, exchange, instance_type, samples_per_sec, network):
-    prediction = scaling.predict(hosts, BATCH, ONE_HOST, exchange, instance_type, None)
+    prediction = scaling.predict(hosts, BATCH, CACHED, exchange, instance_type, None)
     assert prediction.samples_per_sec == pytest.approx(samples_per_sec)
     assert prediction.network_seconds_per_step == (None if network is None else pytest.approx(network))
     assert prediction.speedup == pytest.approx(samples_per_sec / ONE_HOST)
 
 
 def test_samples_per_dollar_pay_each_host_s_price():
-    prediction = scaling.predict(2, BATCH, ONE_HOST, scaling.Exchange(BATCH / ONE_HOST / 3, 0, 0), "local", 0.408)
+    prediction = scaling.predict(2, BATCH, CACHED, two_ranks(STEP * 4 / 3), "local", 0.408)
     assert prediction.speedup == pytest.approx(1.5)
     assert prediction.one_host_samples_per_dollar == pytest.approx(ONE_HOST * 3600 / 0.408)
     assert prediction.samples_per_dollar == pytest.approx(1.5 * ONE_HOST * 3600 / (2 * 0.408))
@@ -42,7 +57,7 @@ def test_samples_per_dollar_pay_each_host_s_price():
 
 
 def test_no_price_no_samples_per_dollar():
-    prediction = scaling.predict(2, BATCH, ONE_HOST, NO_BYTES, "local", None)
+    prediction = scaling.predict(2, BATCH, CACHED, NO_BYTES, "local", None)
     assert prediction.samples_per_dollar is None and prediction.one_host_samples_per_dollar is None
 
 
@@ -54,8 +69,8 @@ def test_no_price_no_samples_per_dollar():
     (3.0, False),  # 0.50x: slower than one host
 ])
 def test_the_verdict_says_plainly_when_hosts_train_no_faster_than_one(exchange_over_compute, pays):
-    exchange = scaling.Exchange(exchange_over_compute * BATCH / ONE_HOST, 0, 0)
-    verdict = scaling.predict(2, BATCH, ONE_HOST, exchange, "local", None).verdict()
+    exchange = two_ranks(STEP * (1 + exchange_over_compute))
+    verdict = scaling.predict(2, BATCH, CACHED, exchange, "local", None).verdict()
     assert verdict.startswith("2 hosts with horovod: predicted ")
     assert ("no faster than one host" in verdict) is not pays
     assert ("Train on one host" in verdict) is not pays
@@ -69,8 +84,7 @@ def test_the_network_table_covers_every_cpu_instance_type_with_a_price():
 
 
 # Local SGD: every trainable variable (4 MB here) all-reduced once every 16 steps.
-AVERAGED = scaling.Exchange(seconds=0.004, dense_bytes=1_000_000, sparse_bytes=500_000, average_seconds=0.016,
-                            variable_bytes=4_000_000)
+AVERAGED = two_ranks(STEP + 0.001, dense=1_000_000, sparse=500_000, variables=4_000_000)
 
 
 @pytest.mark.parametrize("mode, hosts, every, sent", [
@@ -84,13 +98,29 @@ def test_bytes_sent_per_step(mode, hosts, every, sent):
     assert scaling.bytes_sent_per_step(mode, hosts, AVERAGED, every) == pytest.approx(sent)
 
 
-def test_local_sgd_pays_its_average_once_every_average_every_steps():
-    horovod = scaling.predict(2, BATCH, ONE_HOST, AVERAGED, "ml.c5.2xlarge", None)
-    local = scaling.predict(2, BATCH, ONE_HOST, AVERAGED, "ml.c5.2xlarge", None, "local_sgd", 16)
+def test_local_sgd_sends_its_average_once_every_average_every_steps():
+    horovod = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None)
+    local = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None, "local_sgd", 16)
     assert local.network_seconds_per_step == pytest.approx(4_000_000 / 16 * 8 / 2.5e9)
-    assert local.samples_per_sec == pytest.approx(2 * BATCH / (BATCH / ONE_HOST + 0.016 / 16 + 0.0008))
-    assert horovod.samples_per_sec == pytest.approx(2 * BATCH / (BATCH / ONE_HOST + 0.004 + 0.0048))
+    assert local.samples_per_sec == pytest.approx(2 * BATCH / (STEP + 0.001 + 0.0008))
+    assert horovod.samples_per_sec == pytest.approx(2 * BATCH / (STEP + 0.001 + 0.0048))
     assert local.to_dict()["mode"] == "local_sgd" and local.verdict().startswith("2 hosts with local_sgd")
+
+
+@pytest.mark.parametrize("cached, first_pass, share, one_host, parse", [
+    (50_000.0, 50_000.0, 0.5, 50_000.0, 0.0),                       # parsing costs nothing
+    (50_000.0, 25_000.0, 1.0, 25_000.0, STEP),                      # not cached: every epoch parses
+    (50_000.0, 25_000.0, 0.5, BATCH / (1.5 * STEP), STEP / 2),      # 2 epochs, cached: half the steps parse
+    (50_000.0, 60_000.0, 0.5, 50_000.0, 0.0),                       # noise: the first pass measured faster
+])
+def test_reading_the_files_adds_to_every_host_s_step_for_the_epochs_that_read_them(
+        cached, first_pass, share, one_host, parse):
+    compute = scaling.Compute(cached, first_pass, share)
+    assert compute.one_host_samples_per_sec(BATCH) == pytest.approx(one_host)
+    assert compute.parse_seconds_per_step(BATCH) == pytest.approx(parse)
+    prediction = scaling.predict(2, BATCH, compute, NO_BYTES, "local", None)
+    assert prediction.one_host_samples_per_sec == pytest.approx(one_host)
+    assert prediction.samples_per_sec == pytest.approx(2 * BATCH / (STEP + parse))
 
 
 @pytest.mark.parametrize("hp", [{}, {"feature_size": "1000", "embedding_size": "4", "deep_layers": "32,16",

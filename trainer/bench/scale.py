@@ -57,21 +57,27 @@ def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
     return listed
 
 
-def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int) -> tuple[str, dict | None]:
+def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int, modes: list[str]) -> tuple[str, list]:
     """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each and, on a line with Horovod,
-    what `trainer plan --probe` predicts for them: the command as a user runs it."""
+    what `trainer plan --probe` predicts for them in each of `modes` it predicts: the commands
+    as a user runs them."""
+    from trainer.cpu.probe import PREDICTED_MODES
     from trainer.tf_line import installed
 
     command = [sys.executable, "-m", "trainer", "plan", "--hosts", str(hosts), "--host-cpus", "1"]
     command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
     command += [f"--hp={key}={value}" for key, value in hyperparameters.items()]
-    if installed().horovod:
-        command.append("--probe")
+    choice = _plan(command)["plan"]["mode"]
+    predicted = [mode for mode in modes if mode in PREDICTED_MODES] if installed().horovod else []
+    return choice, [_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"] for mode in predicted]
+
+
+def _plan(command: list[str]) -> dict:
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     result = json.loads(done.stdout) if done.stdout.startswith("{") else {"error": done.stderr[-2000:]}
     if done.returncode:
         raise SystemExit(f"trainer bench scale: {' '.join(command)} failed: {result.get('error')}")
-    return result["plan"]["mode"], result.get("scaling")
+    return result
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -84,8 +90,8 @@ def run(args: argparse.Namespace) -> dict:
                                 feature_size=args.feature_size)
         channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
-        # The probe first, while nothing else runs: its prediction is checked against the cases.
-        choice, probed = planned_and_predicted(channels, common, HOSTS)
+        # The probes first, while nothing else runs: their predictions are checked against the cases.
+        choice, probed = planned_and_predicted(channels, common, HOSTS, [mode for *_, mode in listed[1:]])
         # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them.
         runs = [[] for _ in listed]
         for round_index in range(max(1, args.rounds)):
@@ -99,10 +105,10 @@ def run(args: argparse.Namespace) -> dict:
             row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
             row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
             row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
-    prediction = probed and checked(probed["prediction"], rows)
+    predictions = [checked(scaling["prediction"], rows) for scaling in probed]
     return {"benchmark": "scale", "train_rows": args.train_rows, "epochs": args.epochs,
             "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
-            "probe": probed, "prediction": prediction, "cpus": os.cpu_count(), "rounds": max(1, args.rounds),
+            "probes": probed, "predictions": predictions, "cpus": os.cpu_count(), "rounds": max(1, args.rounds),
             "rows": rows}
 
 
@@ -155,8 +161,7 @@ def table(result: dict) -> str:
                  f"({result['train_rows']:,} rows, {result['feature_size']:,} ids, {result['epochs']} epochs).")
     if result.get("rounds", 1) > 1:
         lines.append(f"Samples/s: each case's median of {result['rounds']} rounds, the cases alternating.")
-    prediction = result.get("prediction")
-    if prediction:
+    for prediction in result.get("predictions", []):
         line = (f"`trainer plan --probe` predicted {prediction['predicted_samples_per_sec']:,.0f} samples/s for "
                 f"{HOSTS} hosts x 1 CPU with {prediction['mode']}, {prediction['predicted_speedup']:.2f}x one host")
         if "measured_speedup" in prediction:

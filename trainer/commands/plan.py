@@ -10,8 +10,8 @@ With --channel options the job is laid out as `trainer local` would (in a tempor
 folder), so a cluster can be planned before paying for it; --gpus and --cpus say what its
 instances have (--host-cpus N: N CPUs). --check-input reads every rank's training input once
 (see trainer.data.check). --probe measures, in seconds, one host's training step and the
-exchange of its gradients between two ranks on this machine, and predicts the job's
-samples/s and samples per dollar against one host (trainer.plan.scaling).
+same step as the job's mode runs it on two ranks of this machine, exchange included, and
+predicts the job's samples/s and samples per dollar against one host (trainer.plan.scaling).
 """
 from __future__ import annotations
 
@@ -38,12 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probe", action="store_true",
                         help="measure one host's step and the exchange between hosts on this machine (seconds), "
                              "and predict whether the job's hosts train faster and cheaper than one")
-    parser.add_argument("--exchange-rank", action="store_true", help=argparse.SUPPRESS)  # --probe's ranks
+    parser.add_argument("--exchange-rank", metavar="MODE", help=argparse.SUPPRESS)  # --probe's ranks
+    parser.add_argument("--exchange-cpus", type=int, default=1, help=argparse.SUPPRESS)
 
 
 def main(args: argparse.Namespace) -> int:
     if args.exchange_rank:
-        return probe.exchange_rank()
+        return probe.exchange_rank(args.exchange_rank, args.exchange_cpus)
     try:
         result = plan_and_check(args)
     except JobError as err:

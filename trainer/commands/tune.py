@@ -17,9 +17,6 @@ from trainer.local import runner
 from trainer.logs import setup_logging
 
 
-CACHED_BATCHES = 64
-
-
 def probe(args: argparse.Namespace) -> int:
     """In a fresh process (OpenMP variables already in its environment): samples/sec of the
     job's model on the job's training data."""
@@ -27,7 +24,7 @@ def probe(args: argparse.Namespace) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter)
-    from trainer.cpu.measure import fit_rate, jobs_model_and_input
+    from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_model_and_input
     from trainer.models.optimizers import build_optimizer_state
 
     plan, hooks, model, dataset = jobs_model_and_input(args.batch_size)
@@ -36,7 +33,7 @@ def probe(args: argparse.Namespace) -> int:
                   steps_per_execution=plan.steps_per_execution)
     build_optimizer_state(model.optimizer, model.trainable_variables)
     if args.cached:  # the step alone, as a job's epochs after its first run it from the input's cache
-        dataset = dataset.take(CACHED_BATCHES).cache()
+        dataset = cached_first_batches(dataset)
     dataset = dataset.repeat()
     fit_rate(model, dataset, 2 * plan.steps_per_execution, batch_size)  # trace, fill the first window
     print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))

@@ -193,7 +193,7 @@ CONTAINER_ONLY = frozenset({
     "intra_op_threads", "inter_op_threads", "omp_num_threads", "kmp_affinity", "kmp_blocktime", "kmp_settings",
     "horovod_autotune", "horovod_fusion_threshold", "horovod_cycle_time", "price_per_hour", "pipe_wait_sec",
     "allow_pin_changes", "ps_worker_grace_sec", "stall_timeout_sec", "training_groups", "data_hosts_run",
-    "average_every_steps",
+    "average_every_steps", "probe_scaling",
 })
 
 SPECS: tuple[Spec, ...] = (
@@ -304,6 +304,10 @@ SPECS: tuple[Spec, ...] = (
          group="distribution", minimum=0.0, allow_auto=True),
     Spec("average_every_steps", "int", 16, "local_sgd: steps each rank trains on its own between two "
          "averages of the ranks' variables.", group="distribution", minimum=1),
+    Spec("probe_scaling", "bool", False, "Multi-host CPU jobs of the container's model: before training, "
+         "the first host measures one host's step and the mode's step on two ranks, as `trainer plan --probe` "
+         "does (under a minute; the other hosts wait), and logs whether the job's hosts train faster and "
+         "cheaper than one.", group="distribution"),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
     Spec("stop_grace_sec", "float", STOP_GRACE_SEC, "After a SIGTERM (a stop, a spot interruption): how long "

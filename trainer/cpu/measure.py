@@ -50,6 +50,15 @@ def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
     return clock.samples_per_sec(batch_size)
 
 
+CACHED_BATCHES = 64
+
+
+def cached_first_batches(dataset):
+    """The first batches of `dataset`, from a cache: the step alone, as a job's epochs after
+    its first run it from the input's cache (`trainer tune probe --cached`, --probe's ranks)."""
+    return dataset.take(CACHED_BATCHES).cache()
+
+
 def jobs_model_and_input(batch_size: int | None = None):
     """The job in $SAGEMAKER_BASE_DIR as `train` builds it on this host, for a measuring
     process: (its plan, its hooks, its model, not compiled, and this host's first process's

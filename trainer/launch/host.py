@@ -40,10 +40,12 @@ def run(job) -> dict | None:
     else:
         log.info("distribution: %s", describe(plan, job.runs_script))
     if len(plan.job_hosts) == 1:
+        predict_scaling_if_asked(job, plan)
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.job_hosts)
     watch = None
     try:
+        predict_scaling_if_asked(job, plan)  # with this host's status port up: the others see it is alive
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
         if plan.data_service and job.current_host in plan.hosts:  # a training host watches the data hosts
             watch = data_group.DataHostsWatch(job, plan, status)
@@ -58,6 +60,15 @@ def run(job) -> dict | None:
             watch.stop()
     status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
+
+
+def predict_scaling_if_asked(job, plan) -> None:
+    """probe_scaling: the first training host logs whether the job's hosts pay (for one
+    host: whether two would), before training, on this host's CPUs while nothing else runs."""
+    if job.hyperparameters.probe_scaling and job.current_host == plan.hosts[0]:
+        from trainer.cpu import probe
+
+        probe.log_prediction(job, plan)
 
 
 def tell_the_others_how_it_ended(job) -> None:

@@ -1,14 +1,16 @@
 """Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
-host of the same type, predicted from two short measurements (`trainer plan --probe`,
-trainer.cpu.probe): the step's compute on one host, and the exchange between two ranks
-(Horovod's of a step's gradients, local SGD's average of the model).
+host of the same type, predicted from short measurements (`trainer plan --probe`,
+trainer.cpu.probe): one host's training step, and the same step as the mode runs it on two
+ranks, each on a CPU of its own, exchanging with each other (Horovod's gradients every step,
+local SGD's average of the model every `average_every_steps`).
 
-A step of data parallelism on H hosts takes the one-host step's compute, then its share of
-the exchange: what the probe measured (the collectives' own cost and latency, here) plus
-the bytes the hosts send each other over the instance type's network. Horovod exchanges
-every step; local SGD once every `average_every_steps` steps. Each host trains a batch a
-step, so H hosts train H batches in that time. The hosts pay H times one host's price, so
-a sample costs 1/efficiency times as much.
+A step on H hosts is one host's step, plus what the exchange added to the two ranks' step
+(on the CPUs that also compute it), plus the bytes the hosts send each other over the
+instance type's network. Each
+host trains a batch a step, so H hosts train H batches in that time. A job's first pass
+also reads and parses its files (later epochs train from the input's cache): that time is
+the same on every host, and is added a step. The hosts pay H times one host's price, so a
+sample costs 1/efficiency times as much.
 """
 from __future__ import annotations
 
@@ -32,14 +34,37 @@ PAYS_FROM_SPEEDUP = 1.2
 
 
 @dataclass(frozen=True)
-class Exchange:
-    """The exchanges between ranks, as measured on the probing host."""
+class Compute:
+    """One host's training step, as measured on the probing host."""
 
-    seconds: float  # Horovod's collectives of one step (agreement and gradients), two ranks on this host
+    cached_samples_per_sec: float  # on batches from the input's cache: the step alone
+    first_pass_samples_per_sec: float  # reading and parsing the job's files as it goes
+    first_pass_share: float  # of the job's steps that read its files: 1/epochs when the input is cached, else 1
+
+    def parse_seconds_per_step(self, batch_size: int) -> float:
+        """What reading the files adds to a step, on average over the job's epochs."""
+        extra = batch_size / self.first_pass_samples_per_sec - batch_size / self.cached_samples_per_sec
+        return self.first_pass_share * max(0.0, extra)
+
+    def one_host_samples_per_sec(self, batch_size: int) -> float:
+        return batch_size / (batch_size / self.cached_samples_per_sec + self.parse_seconds_per_step(batch_size))
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A mode's step on two ranks, as measured on the probing host, and the bytes it sends."""
+
+    step_seconds: float  # each rank's step, on batches from the cache, exchange included
+    alone_seconds: float  # one rank's step alone, on as many CPUs: the step without the exchange
     dense_bytes: int  # all-reduced each step (every rank sends and receives about twice this)
     sparse_bytes: int  # each rank's embedding rows and ids, all-gathered each step
-    average_seconds: float = 0.0  # local SGD's agreement and average of every trainable variable, once
     variable_bytes: int = 0  # every trainable variable: what local SGD's average all-reduces
+
+    @property
+    def seconds_per_step(self) -> float:
+        """What the exchange adds to a step, on the CPUs that also compute it. Never below
+        nothing: two ranks measured faster than one alone is the probing machine's noise."""
+        return max(0.0, self.step_seconds - self.alone_seconds)
 
 
 def bytes_sent_per_step(mode: str, hosts: int, exchange: Exchange, average_every: int = 1) -> float:
@@ -59,7 +84,7 @@ def deepfm_exchange(hp) -> Exchange:
     rows, width = hp.field_size * hp.batch_size, 1 + hp.embedding_size
     layers = [hp.field_size * hp.embedding_size, *hp.deep_layers, 1]
     dense = sum(units_in * units + units for units_in, units in zip(layers, layers[1:]))
-    return Exchange(0.0, dense_bytes=4 * dense, sparse_bytes=rows * (4 * width + 8),
+    return Exchange(0.0, 0.0, dense_bytes=4 * dense, sparse_bytes=rows * (4 * width + 8),
                     variable_bytes=4 * (dense + hp.feature_size * width))
 
 
@@ -120,18 +145,17 @@ def local_sgd_sends_less(job) -> tuple[float, float] | None:
     return (averaged, stepped) if averaged <= stepped else None
 
 
-def predict(hosts: int, batch_size: int, one_host_samples_per_sec: float, exchange: Exchange,
-            instance_type: str, price_per_instance_hour: float | None, mode: str = "horovod",
-            average_every: int = 1) -> Prediction:
+def predict(hosts: int, batch_size: int, compute: Compute, exchange: Exchange, instance_type: str,
+            price_per_instance_hour: float | None, mode: str = "horovod", average_every: int = 1) -> Prediction:
     """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode` horovod or
-    local_sgd), one host's compute measured at `one_host_samples_per_sec` with `batch_size` a step."""
-    compute = batch_size / one_host_samples_per_sec
-    collectives = exchange.average_seconds / average_every if mode == "local_sgd" else exchange.seconds
+    local_sgd, whose step on two ranks `exchange` measured), with `batch_size` a step."""
+    one_host = compute.one_host_samples_per_sec(batch_size)
     gbps = BASELINE_NETWORK_GBPS.get(instance_type)
     # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
     network = (0.0 if instance_type == "local" else None if gbps is None
                else bytes_sent_per_step(mode, hosts, exchange, average_every) * 8 / (gbps * 1e9))
-    rate = hosts * batch_size / (compute + collectives + (network or 0.0))
-    return Prediction(hosts, one_host_samples_per_sec, rate, network,
-                      Price(price_per_instance_hour, hosts, "").samples_per_dollar(rate),
-                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host_samples_per_sec), mode)
+    step = (batch_size / compute.cached_samples_per_sec + exchange.seconds_per_step
+            + compute.parse_seconds_per_step(batch_size) + (network or 0.0))
+    rate = hosts * batch_size / step
+    return Prediction(hosts, one_host, rate, network, Price(price_per_instance_hour, hosts, "").samples_per_dollar(rate),
+                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host), mode)
