@@ -140,11 +140,11 @@ def scaling_of(job, plan) -> dict:
     from trainer.plan import scaling
     from trainer.pricing import price_of
 
+    if job.num_gpus:  # on either line
+        raise JobError("--probe measures CPU hosts; this job has GPUs")
     if not job.tf_line.horovod:
         raise JobError(f"--probe measures the exchange with Horovod, which the {job.tf_line.name} line does not "
                        "have: run it on the 2.14 line, or compare modes with `trainer bench scale`")
-    if job.num_gpus:
-        raise JobError("--probe measures CPU hosts; this job has GPUs")
     # A one-host job is predicted as the planner would run it on two hosts.
     mode = plan.mode if plan.mode in PREDICTED_MODES else multi_host_mode(job)
     compute, cpus = one_host_compute(job, plan)

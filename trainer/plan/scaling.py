@@ -1,16 +1,15 @@
 """Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
 host of the same type, predicted from short measurements (`trainer plan --probe`,
 trainer.cpu.probe): one host's training step, and the same step as the mode runs it on two
-ranks, each on a CPU of its own, exchanging with each other (Horovod's gradients every step,
+ranks, each on CPUs of its own, exchanging with each other (Horovod's gradients every step,
 local SGD's average of the model every `average_every_steps`).
 
 A step on H hosts is one host's step, plus what the exchange added to the two ranks' step
 (on the CPUs that also compute it), plus the bytes the hosts send each other over the
-instance type's network. Each
-host trains a batch a step, so H hosts train H batches in that time. A job's first pass
-also reads and parses its files (later epochs train from the input's cache): that time is
-the same on every host, and is added a step. The hosts pay H times one host's price, so a
-sample costs 1/efficiency times as much.
+instance type's network. Each host trains a batch a step, so H hosts train H batches in
+that time. A job's first pass also reads and parses its files (later epochs train from the
+input's cache): that time is the same on every host, and is added a step. The hosts pay H
+times one host's price, so a sample costs 1/efficiency times as much.
 """
 from __future__ import annotations
 
