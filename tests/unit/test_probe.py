@@ -61,3 +61,17 @@ def test_a_job_the_probe_cannot_measure_is_told_why_and_trains_on(job, caplog):
     with caplog.at_level(logging.WARNING, logger="trainer"):
         probe.log_prediction(gpus, make_plan(gpus))
     assert caplog.messages == ["probe_scaling: not measured: --probe measures CPU hosts; this job has GPUs"]
+
+
+@pytest.mark.parametrize("command, message", [
+    (["sleep", "5"], "a measuring process did not end within 0.2 s"),
+    (["sh", "-c", "echo broken >&2; exit 3"], "a measuring process failed (exit 3): broken"),
+])
+def test_a_measuring_process_that_hangs_or_fails_is_a_job_error(command, message):
+    """What --probe and probe_scaling catch and report (a hung probe is not the job's end)."""
+    import re
+
+    from trainer.cpu.measure import json_result
+
+    with pytest.raises(JobError, match="^" + re.escape(message)):
+        json_result(command, {}, 0.2 if command[0] == "sleep" else 10, "a measuring process")

@@ -84,7 +84,10 @@ def json_result(command: list, env: dict, timeout: float, what: str) -> dict:
 
     from trainer.errors import JobError
 
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        raise JobError(f"{what} did not end within {timeout:g} s") from err
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise JobError(f"{what} failed (exit {done.returncode}): {done.stderr[-2000:]}")
