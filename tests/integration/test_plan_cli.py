@@ -116,6 +116,28 @@ def test_probe_refuses_a_job_it_cannot_measure(aws_split):
     assert code == 1 and result["error"] == "--probe measures CPU hosts; this job has GPUs"
 
 
+@pytest.mark.cores(2)  # two hosts' processes, each host's on a CPU of its own
+@pytest.mark.parametrize("mode, note", [
+    ("multi_worker_mirrored", None),
+    ("parameter_server", "with parameter servers each worker steps on its own, and the first host's coordinator "
+                         "shares its CPUs (as it does in the job)"),
+], ids=["multi_worker_mirrored", "parameter_server"])
+def test_probe_trains_a_tensorflow_cluster_s_step_as_two_hosts_run_it(aws_split, mode, note):
+    """--probe of the modes that run TensorFlow's own cluster (Horovod's are in test_bench's
+    scale test): the mode's processes for two hosts train on this machine and the one that
+    reports gives the step and the bytes of the model's exchange."""
+    code, result = plan("--channel", f"training={aws_split['training']}", "--hosts", "2", "--host-cpus", "1",
+                        "--hp", f"distribution={mode}", "--probe")
+    assert code == 0, result.get("error")
+    measured, predicted = result["scaling"]["measured"], result["scaling"]["prediction"]
+    assert measured["rank_cpus"] == 1 and measured["two_rank_step_seconds"] > 0
+    # The built-in DeepFM's gradients: its dense layers, and its embedding's rows of one batch.
+    assert measured["dense_bytes_per_step"] == 485_380 and measured["sparse_bytes_per_step"] == 439_296
+    assert predicted["mode"] == mode and predicted["hosts"] == 2 and 0 < predicted["speedup"] <= 2
+    notes = result["scaling"]["notes"]
+    assert [n for n in notes if n.startswith("with parameter servers")] == ([note] if note else [])
+
+
 def test_plan_of_an_existing_job_folder(quarters, tmp_path):
     from trainer.local import runner
 

@@ -31,6 +31,29 @@ def test_the_exchange_probe_runs_two_ranks_with_the_mode_s_horovod_settings(job,
         assert command[command.index(name) - 1] == "-x"
 
 
+@pytest.mark.parametrize("mode, roles", [
+    ("multi_worker_mirrored", ["chief", "worker"]),
+    # The coordinator, then each host's worker and PS task.
+    ("parameter_server", ["chief", "worker", "ps", "worker", "ps"]),
+])
+def test_the_probe_of_a_tensorflow_cluster_runs_the_two_host_plan_s_processes_on_this_machine(job, mode, roles):
+    import json
+
+    launches, reporter = probe.probe_processes(job, mode, 1)
+    configs = [json.loads(env["TF_CONFIG"]) for _, env in launches]
+    assert [env[probe.PROCESS_ENV] for _, env in launches] == [str(index) for index in range(len(roles))]
+    assert [config["task"]["type"] for config in configs] == roles
+    assert roles[reporter] == "chief"
+    # One cluster, every task on a port of its own on this machine's loopback.
+    (cluster,) = {json.dumps(config["cluster"], sort_keys=True) for config in configs}
+    addresses = [entry for entries in json.loads(cluster).values() for entry in entries]
+    assert len(addresses) == len(roles) == len(set(addresses))
+    assert all(address.startswith("127.0.0.1:") for address in addresses)
+    for command, env in launches:  # each as a host of one CPU, with such a host's settings
+        assert command[-6:] == ["trainer", "plan", "--exchange-rank", mode, "--exchange-cpus", "1"]
+        assert env["OMP_NUM_THREADS"] == "1"
+
+
 def test_a_machine_without_mpirun_is_told_what_the_probe_needs(job, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no mpirun here
     with pytest.raises(JobError, match="OpenMPI's mpirun, which is not on this machine's PATH"):

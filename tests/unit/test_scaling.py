@@ -93,6 +93,10 @@ AVERAGED = two_ranks(STEP + 0.001, dense=1_000_000, sparse=500_000, variables=4_
     ("local_sgd", 2, 16, 4_000_000 / 16),                  # 2(H-1)/H = 1 of the model, over 16 steps
     ("local_sgd", 4, 16, 1.5 * 4_000_000 / 16),
     ("local_sgd", 2, 1, 4_000_000),
+    ("multi_worker_mirrored", 4, 16, 1.5 * 1_000_000 + 3 * 500_000),  # Horovod's exchange, by TF's collectives
+    # Variables read and gradients sent, the share on other hosts' PS tasks: 2(H-1)/H of them.
+    ("parameter_server", 2, 16, 1_000_000 + 500_000),
+    ("parameter_server", 4, 16, 1.5 * (1_000_000 + 500_000)),
 ])
 def test_bytes_sent_per_step(mode, hosts, every, sent):
     assert scaling.bytes_sent_per_step(mode, hosts, AVERAGED, every) == pytest.approx(sent)

@@ -58,9 +58,10 @@ def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
 
 
 def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int, modes: list[str]) -> tuple[str, list]:
-    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each and, on a line with Horovod,
-    what `trainer plan --probe` predicts for them in each of `modes` it predicts: the commands
-    as a user runs them."""
+    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each and what `trainer plan
+    --probe` predicts for them in each of `modes` it predicts (those on Horovod where the line
+    has it): the commands as a user runs them."""
+    from trainer import modes as all_modes
     from trainer.cpu.probe import PREDICTED_MODES
     from trainer.tf_line import installed
 
@@ -68,7 +69,8 @@ def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int, mod
     command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
     command += [f"--hp={key}={value}" for key, value in hyperparameters.items()]
     choice = _plan(command)["plan"]["mode"]
-    predicted = [mode for mode in modes if mode in PREDICTED_MODES] if installed().horovod else []
+    predicted = [mode for mode in modes if mode in PREDICTED_MODES
+                 and (installed().horovod or not all_modes.get(mode).needs_horovod)]
     return choice, [_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"] for mode in predicted]
 
 

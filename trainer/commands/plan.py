@@ -10,7 +10,7 @@ With --channel options the job is laid out as `trainer local` would (in a tempor
 folder), so a cluster can be planned before paying for it; --gpus and --cpus say what its
 instances have (--host-cpus N: N CPUs). --check-input reads every rank's training input once
 (see trainer.data.check). --probe measures, in seconds, one host's training step and the
-same step as the job's mode runs it on two ranks of this machine, exchange included, and
+same step as the job's mode runs it on two hosts, on this machine, exchange included, and
 predicts the job's samples/s and samples per dollar against one host (trainer.plan.scaling).
 """
 from __future__ import annotations

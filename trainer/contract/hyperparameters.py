@@ -305,9 +305,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("average_every_steps", "int", 16, "local_sgd: steps each rank trains on its own between two "
          "averages of the ranks' variables.", group="distribution", minimum=1),
     Spec("probe_scaling", "bool", False, "Multi-host CPU jobs of the container's model: before training, "
-         "the first host measures one host's step and the mode's step on two ranks, as `trainer plan --probe` "
-         "does (under a minute; the other hosts wait), and logs whether the job's hosts train faster and "
-         "cheaper than one.", group="distribution"),
+         "the first host measures one host's step and the mode's step as two hosts run it, as "
+         "`trainer plan --probe` does (under a minute; the other hosts wait), and logs whether the job's "
+         "hosts train faster and cheaper than one.", group="distribution"),
     Spec("mpi_options", "str", "", "Extra mpirun options (added to the SDK's "
          "sagemaker_mpi_custom_mpi_options).", group="distribution"),
     Spec("stop_grace_sec", "float", STOP_GRACE_SEC, "After a SIGTERM (a stop, a spot interruption): how long "

@@ -63,6 +63,13 @@ def jobs_model_and_input(batch_size: int | None = None):
     """The job in $SAGEMAKER_BASE_DIR as `train` builds it on this host, for a measuring
     process: (its plan, its hooks, its model, not compiled, and this host's first process's
     training input, one pass of `batch_size` batches: the job's batch size if None)."""
+    plan, hooks, training = jobs_training_input(batch_size)
+    return plan, hooks, hooks.model_fn(), training.dataset(0)
+
+
+def jobs_training_input(batch_size: int | None = None):
+    """(The plan of the job in $SAGEMAKER_BASE_DIR, its hooks, and this host's first process's
+    training input: an EpochInput, whose dataset(0) is one pass of `batch_size` batches.)"""
     from trainer.contract.job import base_dir_from_env, read_job
     from trainer.models import hooks as user_hooks
     from trainer.models.optimizers import learning_rate_for
@@ -73,8 +80,7 @@ def jobs_model_and_input(batch_size: int | None = None):
     plan = make_plan(job)
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     process = plan.on_host(job.current_host)[0]
-    training = Inputs.training(job, plan, process, hooks, batch_size or job.hyperparameters.batch_size)
-    return plan, hooks, hooks.model_fn(), training.dataset(0)
+    return plan, hooks, Inputs.training(job, plan, process, hooks, batch_size or job.hyperparameters.batch_size)
 
 
 def json_result(command: list, env: dict, timeout: float, what: str) -> dict:

@@ -5,12 +5,15 @@ them), each in processes of its own:
   the job's hosts has, with the CPU settings `train` gives it (the tuning probe,
   trainer.cpu.tune): on its first training batches from a cache (the step alone, as a job's
   epochs after the first run it), and reading and parsing its files as the first epoch does;
-- the mode's step on two ranks: two Horovod ranks on this machine, each on CPUs of its own
-  (a host's, where this machine has twice them), talking over TCP as hosts do, train the
-  job's model on those cached batches as the mode does (its optimizer, its agreement on the
-  step, its exchange: Horovod's gradients every step, local SGD's average every
-  `average_every_steps`, trainer.modes), with the mode's cycle time; so the exchange is
-  measured where it runs, on the CPUs that also compute the step.
+- the mode's step on two hosts: the processes the mode runs on two hosts, started on this
+  machine, those of each host on CPUs of its own (a host's, where this machine has twice
+  them), talking over TCP as hosts do, train the job's model on those cached batches as the
+  mode does (trainer.modes: its runtime, optimizer, agreement on the step and exchange):
+  Horovod's gradients every step and local SGD's average every `average_every_steps`
+  between two Horovod ranks under mpirun; multi-worker mirrored's all-reduce between its
+  two workers; parameter servers' reads and updates between the coordinator, two workers
+  and two PS tasks. So the exchange is measured where it runs, on the CPUs that also compute
+  the step.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 
 from trainer.errors import JobError
 
@@ -27,9 +31,13 @@ log = logging.getLogger("trainer")
 
 COMPUTE_STEPS = 300  # of the job's first batches, cached: the step as a job's epochs after the first run it
 FIRST_PASS_STEPS = 150  # reading the job's files: a first epoch's step
-PROBE_RANKS = 2
-# Both ranks import TensorFlow, build and trace the model, then train (seconds); beyond this something hangs.
-EXCHANGE_TIMEOUT_SEC = 180
+PROBE_RANKS = 2  # hosts whose processes the probe starts
+# Every process imports TensorFlow, the trainers build and trace the model, then train
+# (seconds; parameter servers' five processes the longest); beyond this something hangs.
+EXCHANGE_TIMEOUT_SEC = 240
+# A probe process started without mpirun: its index among the two-host plan's processes
+# (its TF_CONFIG, in the environment, puts the cluster on this machine's ports).
+PROCESS_ENV = "TRAINER_PROBE_PROCESS"
 
 
 @contextlib.contextmanager
@@ -78,9 +86,9 @@ def first_pass_share(hp, input_mode: str) -> float:
 
 
 def exchange_command(job, mode: str, rank_cpus: int) -> tuple[list[str], dict]:
-    """mpirun of the probe's two ranks on this machine, each on `rank_cpus` CPUs of its own,
-    training as `mode` does, with the environment the ranks of the job get in `mode` (its
-    cycle time, the CPU settings of a host of `rank_cpus` CPUs)."""
+    """mpirun of the probe's two Horovod ranks on this machine, each on `rank_cpus` CPUs of
+    its own, training as `mode` does, with the environment the ranks of the job get in
+    `mode` (its cycle time, the CPU settings of a host of `rank_cpus` CPUs)."""
     from trainer import modes
     from trainer.plan.mpi import YIELD_WHEN_IDLE, horovod_env
 
@@ -92,36 +100,112 @@ def exchange_command(job, mode: str, rank_cpus: int) -> tuple[list[str], dict]:
                "-mca", "btl", "tcp,self"]
     for name in sorted(env):
         command += ["-x", name]
-    return command + [sys.executable, "-m", "trainer", "plan", "--exchange-rank", mode,
-                      "--exchange-cpus", str(rank_cpus)], env
+    return command + _rank_command(mode, rank_cpus), env
+
+
+def _rank_command(mode: str, rank_cpus: int) -> list[str]:
+    return [sys.executable, "-m", "trainer", "plan", "--exchange-rank", mode, "--exchange-cpus", str(rank_cpus)]
+
+
+def probe_processes(job, mode: str, rank_cpus: int) -> tuple[list[tuple[list[str], dict]], int]:
+    """The processes the probe starts for `mode`, each (command, environment), and the index
+    of the one that reports: one mpirun of two ranks for the modes that run on Horovod; else
+    every process of the mode's two-host plan, its TF_CONFIG's cluster on this machine's
+    ports (trainer.modes: multi-worker mirrored's two workers; parameter servers' coordinator,
+    two workers and two PS tasks)."""
+    from trainer import modes
+
+    if modes.get(mode).needs_horovod:
+        return [exchange_command(job, mode, rank_cpus)], 0
+    _, plan = _two_host_job_and_plan(job, mode)
+    cluster = _cluster_on_this_machine(plan.processes[0].tf_config["cluster"])
+    settings = rank_settings(job, rank_cpus).environment()
+    launches = [(_rank_command(mode, rank_cpus), {**settings, PROCESS_ENV: str(index),
+                                                  "TF_CONFIG": json.dumps({**process.tf_config, "cluster": cluster})})
+                for index, process in enumerate(plan.processes)]
+    return launches, next(index for index, process in enumerate(plan.processes) if process.role == "chief")
+
+
+def _cluster_on_this_machine(cluster: dict) -> dict:
+    """`cluster` (a TF_CONFIG's) with each host:port on a free port of this machine's loopback."""
+    import socket
+
+    ports: dict[str, str] = {}
+    for entry in (entry for entries in cluster.values() for entry in entries):
+        with socket.socket() as probe_socket:  # a free port, released for the task to take
+            probe_socket.bind(("127.0.0.1", 0))
+            ports.setdefault(entry, f"127.0.0.1:{probe_socket.getsockname()[1]}")
+    return {job: [ports[entry] for entry in entries] for job, entries in cluster.items()}
 
 
 def measure_exchange(job, mode: str, rank_cpus: int, alone_seconds: float):
-    """`mode`'s step on two ranks of `rank_cpus` CPUs each and the bytes it sends
+    """`mode`'s step on two hosts' processes of `rank_cpus` CPUs a host and the bytes it sends
     (trainer.plan.scaling.Exchange); `alone_seconds`: one rank's step alone on as many CPUs."""
     from trainer.contract.job import BASE_DIR_ENV
     from trainer.plan.scaling import Exchange
 
-    command, env = exchange_command(job, mode, rank_cpus)
+    launches, reporter = probe_processes(job, mode, rank_cpus)
+    what = f"the probe of {mode}'s step on two hosts (its processes on this machine)"
     try:
-        done = subprocess.run(command, env={**os.environ, **env, BASE_DIR_ENV: job.base_dir}, capture_output=True,
-                              text=True, timeout=EXCHANGE_TIMEOUT_SEC)
+        code, output, errors = _run_until_reported(launches, reporter, {**os.environ, BASE_DIR_ENV: job.base_dir})
     except subprocess.TimeoutExpired as err:
-        raise JobError(f"the probe of the mode's step (2 Horovod ranks on this machine) did not end within "
-                       f"{EXCHANGE_TIMEOUT_SEC} s") from err
+        raise JobError(f"{what} did not end within {EXCHANGE_TIMEOUT_SEC} s") from err
     except FileNotFoundError as err:
         raise JobError("--probe starts two Horovod ranks with OpenMPI's mpirun, which is not on this machine's PATH: "
                        "run it in the image, or after ./build.sh setup (which installs OpenMPI)") from err
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        errors = [line for line in done.stderr.splitlines() if line.startswith(("trainer.errors.", "Traceback"))
+    lines = [line for line in output.splitlines() if line.startswith("{")]
+    if code or not lines:
+        causes = [line for line in errors.splitlines() if line.startswith(("trainer.errors.", "Traceback"))
                   or "Error: " in line]
-        raise JobError(f"the probe of the mode's step (2 Horovod ranks on this machine) failed (exit {done.returncode})"
-                       + (f": {errors[-1]}" if errors else "") + f"; its output ends: {done.stderr[-1500:]}")
+        raise JobError(f"{what} failed (exit {code})" + (f": {causes[-1]}" if causes else "")
+                       + f"; its output ends: {errors[-1500:]}")
     return Exchange(alone_seconds=alone_seconds, **json.loads(lines[-1]))
 
 
-PREDICTED_MODES = ("horovod", "local_sgd")
+def _first_end(processes: list, reporter: int, deadline: float) -> int:
+    """The reporter's exit code once it ends, or the code of another process that failed
+    first (the reporter would wait for it until the deadline)."""
+    while True:
+        code = processes[reporter].poll()
+        if code is not None:
+            return code
+        failed = [process.returncode for process in processes if process.poll()]
+        if failed:
+            return failed[0]
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(processes[reporter].args, EXCHANGE_TIMEOUT_SEC)
+        time.sleep(0.2)
+
+
+def _run_until_reported(launches: list, reporter: int, environment: dict) -> tuple[int, str, str]:
+    """Run the probe's processes until the reporting one ends (the others, servers, are
+    stopped then): its exit code, its output, and the error output of it and of the others."""
+    import tempfile
+
+    with contextlib.ExitStack() as stack:
+        files = [(stack.enter_context(tempfile.TemporaryFile("w+")), stack.enter_context(tempfile.TemporaryFile("w+")))
+                 for _ in launches]
+        processes = []
+        try:
+            for (command, env), (out, err) in zip(launches, files):
+                processes.append(subprocess.Popen(command, env={**environment, **env}, stdout=out, stderr=err,
+                                                  text=True))
+            code = _first_end(processes, reporter, time.monotonic() + EXCHANGE_TIMEOUT_SEC)
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        text = []
+        for out, err in files:
+            out.seek(0), err.seek(0)
+            text.append((out.read(), err.read()))
+    # The reporter's errors last: the end of the message is the reporter's own.
+    errors = "".join(err for index, (_, err) in enumerate(text) if index != reporter) + text[reporter][1]
+    return code, text[reporter][0], errors
+
+
+PREDICTED_MODES = ("horovod", "local_sgd", "multi_worker_mirrored", "parameter_server")
 
 
 def multi_host_mode(job) -> str:
@@ -131,22 +215,25 @@ def multi_host_mode(job) -> str:
     from trainer.plan.planner import choose_mode
 
     mode, _ = choose_mode(dataclasses.replace(job, hosts=(job.current_host, f"{job.current_host}-2")))
-    return mode.name if mode.name in PREDICTED_MODES else "horovod"
+    return mode.name
 
 
 def scaling_of(job, plan) -> dict:
     """--probe: the measurements on this machine and what they predict for the job's hosts
     (for one host: two) against one host."""
+    from trainer import modes
     from trainer.plan import scaling
     from trainer.pricing import price_of
 
     if job.num_gpus:  # on either line
         raise JobError("--probe measures CPU hosts; this job has GPUs")
-    if not job.tf_line.horovod:
-        raise JobError(f"--probe measures the exchange with Horovod, which the {job.tf_line.name} line does not "
-                       "have: run it on the 2.14 line, or compare modes with `trainer bench scale`")
     # A one-host job is predicted as the planner would run it on two hosts.
-    mode = plan.mode if plan.mode in PREDICTED_MODES else multi_host_mode(job)
+    mode = plan.mode if len(job.hosts) > 1 else multi_host_mode(job)
+    if mode not in PREDICTED_MODES:
+        raise JobError(f"--probe measures {', '.join(PREDICTED_MODES)}; this job runs {mode}")
+    if modes.get(mode).needs_horovod and not job.tf_line.horovod:
+        raise JobError(f"--probe measures {mode} with Horovod, which the {job.tf_line.name} line does not have: "
+                       "ask for multi_worker_mirrored or parameter_server (--hp distribution=...)")
     compute, cpus = one_host_compute(job, plan)
     hosts, batch = max(2, len(job.hosts)), job.hyperparameters.batch_size
     # Each rank on CPUs of its own, as many as a host's where this machine has twice them.
@@ -178,8 +265,11 @@ def scaling_of(job, plan) -> dict:
         notes.append(f"the job runs {plan.processes_per_host} processes per host; the probe measures one per host, "
                      "with the host's CPUs")
     if plan.mode != mode:
-        notes.append(f"the plan runs {plan.mode}; the prediction is for {mode} on {hosts} hosts (of the modes the "
-                     "probe measures, horovod and local_sgd: what the planner picks for them, else horovod)")
+        notes.append(f"the plan runs {plan.mode} on one host; the prediction is for {mode}, what the planner picks "
+                     f"for {hosts} hosts")
+    if mode == "parameter_server":
+        notes.append("with parameter servers each worker steps on its own, and the first host's coordinator "
+                     "shares its CPUs (as it does in the job)")
     return {"measured": measured, "prediction": prediction.to_dict(), "price": price.source, "notes": notes}
 
 
@@ -202,62 +292,131 @@ def log_prediction(job, plan) -> None:
 
 
 def exchange_rank(mode_name: str, cpus: int) -> int:
-    """One of the probe's two ranks (under mpirun), on `cpus` CPUs of its own: trains the
-    job's model on its first batches, cached, as `mode_name` does on two hosts; rank 0 prints
-    the step's seconds and bytes as JSON."""
+    """One of the probe's processes (probe_processes), on the `cpus` CPUs of its host: a
+    trainer trains the job's model on its first batches, cached, as `mode_name` does on two
+    hosts, and the one that reports (the chief) prints the step's seconds and bytes as JSON;
+    a parameter-server job's PS and worker tasks serve until the probe stops them."""
+    import dataclasses
+
+    from trainer import modes
     from trainer.contract.job import base_dir_from_env, read_job
     from trainer.cpu import settings as cpu
-    from trainer.plan.mpi import rank_from_launcher
 
-    rank = rank_from_launcher()
-    allowed = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, set(allowed[rank * cpus:(rank + 1) * cpus]) or {allowed[rank % len(allowed)]})
     job = read_job(base_dir_from_env())
+    two, plan = _two_host_job_and_plan(job, mode_name)
+    process = _this_process(plan)
+    host = plan.hosts.index(process.host)
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, set(allowed[host * cpus:(host + 1) * cpus]) or {allowed[host % len(allowed)]})
     job.tf_line.use_own_keras()
-    import tensorflow as tf
+    settings = rank_settings(job, cpus)
+    cpu.apply_tensorflow_threads(settings)  # its OpenMP variables came with its environment
+    if process.role == "ps" or (process.role == "worker" and mode_name == "parameter_server"):
+        from trainer.modes.parameter_server import serve
 
-    cpu.apply_tensorflow_threads(rank_settings(job, cpus))  # its OpenMP variables came with mpirun's -x
+        serve(dataclasses.replace(job, num_cpus=cpus), process, settings)  # until the probe stops it
+        return 0
+    runtime = modes.get(mode_name).runtime(plan, process, two.hyperparameters)
+    runtime.start()  # Horovod's init, a strategy's cluster: before TensorFlow runs anything
+    step_seconds, variables, gradients = _train(runtime, two, plan, mode_name)
+    if process.role == "chief":
+        import tensorflow as tf
 
-    from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_model_and_input
-    from trainer.models.optimizers import build_optimizer_state
-    from trainer.training.stop import StopRequest
-
-    plan, runtime = _two_host_runtime(job, mode_name, rank)
-    runtime.start()  # Horovod's init, before TensorFlow runs anything
-    _, hooks, model, dataset = jobs_model_and_input()  # both ranks on this host's first batches
-    variables, gradients = _gradients_of_one_step(model, dataset)
-    runtime.stop_request = StopRequest(f"probe rank {rank}", os.devnull)  # never asked: the flag stays 0
-    optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())
-    model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy(),
-                  steps_per_execution=plan.steps_per_execution)
-    build_optimizer_state(model.optimizer, model.trainable_variables)
-    runtime.prepare(model, optimizer)
-    batches = runtime.training_dataset(cached_first_batches(dataset).repeat())
-    batch = plan.batch_size
-    fit_rate(model, batches, 2 * plan.steps_per_execution, batch)  # trace, fill the first window
-    samples_per_sec = fit_rate(model, batches, COMPUTE_STEPS, batch)  # the same steps on both ranks
-    if rank == 0:
         dense = [g for g in gradients if not isinstance(g, tf.IndexedSlices)]
         sparse = [g for g in gradients if isinstance(g, tf.IndexedSlices)]
         size = lambda t: int(tf.size(t)) * t.dtype.size  # noqa: E731
-        print(json.dumps({"step_seconds": batch / samples_per_sec, "dense_bytes": sum(size(g) for g in dense),
+        print(json.dumps({"step_seconds": step_seconds, "dense_bytes": sum(size(g) for g in dense),
                           "sparse_bytes": sum(size(g.values) + size(tf.cast(g.indices, tf.int64)) for g in sparse),
                           "variable_bytes": sum(size(v) for v in variables)}), flush=True)
     return 0
 
 
-def _two_host_runtime(job, mode_name: str, rank: int):
-    """The plan of `job` on two hosts in `mode_name`, and that mode's runtime for `rank` of it."""
+def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
+    """The job's model trained under `runtime` (of `two`, the job on two hosts, and its
+    `plan`) on its first batches, cached: each trainer's step in seconds, and the model's
+    trainable variables and their gradients on one batch."""
+    import tensorflow as tf
+
+    from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_training_input
+    from trainer.models.optimizers import build_optimizer_state
+    from trainer.training.stop import StopRequest
+
+    _, hooks, training = jobs_training_input()  # every trainer on this host's first batches
+    batch = plan.batch_size
+    with runtime.scope():
+        model = hooks.model_fn()
+        optimizer = runtime.wrap_optimizer(hooks.optimizer_fn())
+        model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy(),
+                      steps_per_execution=plan.steps_per_execution)
+        build_optimizer_state(model.optimizer, model.trainable_variables)
+    if mode_name == "parameter_server":
+        from trainer.training.inputs import Inputs
+
+        variables, gradients = _gradients_of_one_step(hooks.model_fn(), training.dataset(0))  # sizes only
+        # What every worker reads, on its own host (trainer.data.ps_worker_input), as in the job.
+        worker = next(process for process in plan.processes if process.role == "worker")
+        worker_input = Inputs.training(two, plan, worker, hooks, batch, on_ps_worker=True)
+        return _coordinated_step_seconds(runtime, model, worker_input, plan), variables, gradients
+    dataset = training.dataset(0)
+    variables, gradients = _gradients_of_one_step(model, dataset)
+    runtime.stop_request = StopRequest(f"probe {runtime.process.name}", os.devnull)  # never asked: the flag stays 0
+    runtime.prepare(model, optimizer)
+    batches = runtime.training_dataset(cached_first_batches(dataset).repeat())
+    fit_rate(model, batches, 2 * plan.steps_per_execution, batch)  # trace, fill the first window
+    return batch / fit_rate(model, batches, COMPUTE_STEPS, batch), variables, gradients  # the same steps on both
+
+
+def _coordinated_step_seconds(runtime, model, worker_input, plan) -> float:
+    """Parameter servers: each worker's step, from the coordinator's calls to both workers
+    (trainer.training.coordinated, as the job runs them) on their first batches, cached;
+    timed from the round after which each has filled its cache and traced the call."""
+    from trainer.cpu.measure import CACHED_BATCHES, cached_first_batches
+    from trainer.training.coordinated import CoordinatedEpochs
+
+    workers, per_call = runtime.workers, plan.steps_per_execution
+    warm = workers * (CACHED_BATCHES + per_call)
+    epochs = CoordinatedEpochs(runtime.strategy, model, workers, per_call)
+    marks = []
+
+    class Rounds:  # what train_pass tells its callbacks, after each round of calls
+        def on_train_batch_begin(self, index):
+            pass
+
+        def on_train_batch_end(self, index, logs=None):
+            marks.append((time.perf_counter(), int(model.optimizer.iterations.numpy())))
+
+    epochs.train_pass(lambda: cached_first_batches(worker_input.dataset(0)).repeat()
+                      .take(CACHED_BATCHES + per_call + COMPUTE_STEPS), Rounds())
+    timed = [mark for mark in marks if mark[1] >= warm]
+    if len(timed) < 2 or timed[-1][1] == timed[0][1]:
+        raise JobError(f"parameter servers' probe: too few rounds of calls to time ({len(marks)})")
+    (start, first), (end, last) = timed[0], timed[-1]
+    return workers * (end - start) / (last - first)  # a step of each worker, the workers' steps side by side
+
+
+def _two_host_job_and_plan(job, mode_name: str):
+    """`job` on two hosts in `mode_name`, and its plan."""
     import dataclasses
 
-    from trainer import modes
     from trainer.plan.planner import make_plan
 
-    # One rank per host, with the host's CPUs: what the probe's ranks stand for.
+    # One rank per host, with the host's CPUs: what the probe's processes stand for.
     hp = job.hyperparameters.with_value("distribution", mode_name).with_value("processes_per_host", 1)
     two = dataclasses.replace(job, hosts=(job.current_host, f"{job.current_host}-2"), hyperparameters=hp)
-    plan = make_plan(two)
-    return plan, modes.get(mode_name).runtime(plan, plan.process(rank), hp)
+    return two, make_plan(two)
+
+
+def _this_process(plan):
+    """This probe process's part of `plan`: its index, and its TF_CONFIG on this machine's
+    ports, in its environment; else its rank under mpirun."""
+    import dataclasses
+
+    from trainer.plan.mpi import rank_from_launcher
+
+    if PROCESS_ENV in os.environ:
+        process = plan.processes[int(os.environ[PROCESS_ENV])]
+        return dataclasses.replace(process, tf_config=json.loads(os.environ["TF_CONFIG"]))
+    return plan.process(rank_from_launcher())
 
 
 def _gradients_of_one_step(model, dataset):

@@ -1,8 +1,9 @@
 """Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
 host of the same type, predicted from short measurements (`trainer plan --probe`,
 trainer.cpu.probe): one host's training step, and the same step as the mode runs it on two
-ranks, each on CPUs of its own, exchanging with each other (Horovod's gradients every step,
-local SGD's average of the model every `average_every_steps`).
+hosts, each on CPUs of its own, exchanging with each other (Horovod's and multi-worker
+mirrored's gradients every step, local SGD's average of the model every
+`average_every_steps`, parameter servers' reads and updates).
 
 A step on H hosts is one host's step, plus what the exchange added to the two ranks' step
 (on the CPUs that also compute it), plus the bytes the hosts send each other over the
@@ -67,13 +68,18 @@ class Exchange:
 
 
 def bytes_sent_per_step(mode: str, hosts: int, exchange: Exchange, average_every: int = 1) -> float:
-    """Pure: what each rank sends a step. A ring all-reduce sends 2(H-1)/H of its tensors, an
-    all-gather brings each rank the other H-1 ranks' rows. Horovod all-reduces the dense
-    gradients and all-gathers the embedding's rows every step; local SGD all-reduces every
-    trainable variable (the whole embedding table too) once every `average_every` steps."""
+    """Pure: what each host sends a step. A ring all-reduce sends 2(H-1)/H of its tensors, an
+    all-gather brings each rank the other H-1 ranks' rows. Horovod and multi-worker mirrored
+    all-reduce the dense gradients and all-gather the embedding's rows every step; local SGD
+    all-reduces every trainable variable (the whole embedding table too) once every
+    `average_every` steps; a parameter-server worker reads the dense variables and its
+    batch's embedding rows and sends their gradients back, (H-1)/H of them to other hosts'
+    PS tasks (which send as much to the other hosts' workers)."""
     ring = 2 * (hosts - 1) / hosts
     if mode == "local_sgd":
         return ring * exchange.variable_bytes / average_every
+    if mode == "parameter_server":
+        return ring * (exchange.dense_bytes + exchange.sparse_bytes)
     return ring * exchange.dense_bytes + (hosts - 1) * exchange.sparse_bytes
 
 
@@ -146,8 +152,8 @@ def local_sgd_sends_less(job) -> tuple[float, float] | None:
 
 def predict(hosts: int, batch_size: int, compute: Compute, exchange: Exchange, instance_type: str,
             price_per_instance_hour: float | None, mode: str = "horovod", average_every: int = 1) -> Prediction:
-    """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode` horovod or
-    local_sgd, whose step on two ranks `exchange` measured), with `batch_size` a step."""
+    """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode`, whose step on two
+    hosts `exchange` measured), with `batch_size` a step on each."""
     one_host = compute.one_host_samples_per_sec(batch_size)
     gbps = BASELINE_NETWORK_GBPS.get(instance_type)
     # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
