@@ -301,6 +301,7 @@ def exchange_rank(mode_name: str, cpus: int) -> int:
     from trainer import modes
     from trainer.contract.job import base_dir_from_env, read_job
     from trainer.cpu import settings as cpu
+    from trainer.plan.types import LaunchKind
 
     job = read_job(base_dir_from_env())
     two, plan = _two_host_job_and_plan(job, mode_name)
@@ -311,7 +312,7 @@ def exchange_rank(mode_name: str, cpus: int) -> int:
     job.tf_line.use_own_keras()
     settings = rank_settings(job, cpus)
     cpu.apply_tensorflow_threads(settings)  # its OpenMP variables came with its environment
-    if process.role == "ps" or (process.role == "worker" and mode_name == "parameter_server"):
+    if plan.launch.kind is LaunchKind.PARAMETER_SERVER and process.role in ("ps", "worker"):  # as the launch does
         from trainer.modes.parameter_server import serve
 
         serve(dataclasses.replace(job, num_cpus=cpus), process, settings)  # until the probe stops it
