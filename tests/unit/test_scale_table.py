@@ -82,3 +82,18 @@ def test_a_case_s_row_is_its_median_round_and_fails_with_any_round():
     result = {"rows": [compared(BASELINE, BASELINE)], "planners_choice": "local_sgd", "train_rows": 1000,
               "feature_size": 10, "epochs": 1, "rounds": 3}
     assert "Samples/s: each case's median of 3 rounds, the cases alternating." in scale.table(result)
+
+
+def test_a_mode_s_probes_of_several_rounds_are_checked_at_their_median():
+    rounds = [{"mode": "local_sgd", "samples_per_sec": rate, "speedup": rate / one_host,
+               "one_host_samples_per_sec": one_host} for rate, one_host in ((50000.0, 25000.0), (60000.0, 40000.0), (54000.0, 30000.0))]
+    median = scale.median_prediction(rounds)
+    assert median["samples_per_sec"] == 54000.0 and median["one_host_samples_per_sec"] == 30000.0
+    assert median["speedup"] == pytest.approx(1.8) and median["rounds"] == 3
+    assert median["speedup_by_round"] == pytest.approx([2.0, 1.5, 1.8])
+    local_sgd = {**HOROVOD, "case": "2 hosts x 1 CPU, local_sgd", "mode": "local_sgd", "train_samples_per_sec": 54000.0}
+    checked = scale.checked(median, [compared(BASELINE, BASELINE), compared(local_sgd, BASELINE)])
+    assert checked["speedup_error"] == pytest.approx(0.0) and checked["probe_rounds"] == 3
+    result = {"rows": [compared(BASELINE, BASELINE), compared(local_sgd, BASELINE)], "planners_choice": "local_sgd",
+              "train_rows": 1000, "feature_size": 10, "epochs": 1, "rounds": 3, "predictions": [checked]}
+    assert "1.80x one host (the median of 3 probes, one a round); measured 1.80x" in scale.table(result)

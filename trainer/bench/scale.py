@@ -8,9 +8,10 @@ Each case trains the default DeepFM on the same generated data through `trainer 
 CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
 x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
 checks what `trainer plan --probe` predicted for it (run first, while nothing else runs)
-against what the cases measured. `--rounds N` runs the cases N times over, alternating, and
-reports each case's median samples/s: one machine's speed drifts by a quarter between
-minutes, which one run of each case puts on the ratios.
+against what the cases measured. `--rounds N` runs the probes and the cases N times over,
+alternating, and reports each case's median samples/s and each probe's median prediction:
+one machine's speed drifts by a quarter, at times by half, between minutes, which one run
+of each puts on the ratios.
 """
 from __future__ import annotations
 
@@ -57,21 +58,30 @@ def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
     return listed
 
 
-def planned_and_predicted(channels: dict, hyperparameters: dict, hosts: int, modes: list[str]) -> tuple[str, list]:
-    """The mode `auto` picks for `hosts` CPU hosts of 1 CPU each and what `trainer plan
-    --probe` predicts for them in each of `modes` it predicts (those on Horovod where the line
-    has it): the commands as a user runs them."""
+def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]:
+    """`trainer plan` for `hosts` CPU hosts of 1 CPU each on the cases' data, as a user runs it."""
+    command = [sys.executable, "-m", "trainer", "plan", "--hosts", str(hosts), "--host-cpus", "1"]
+    command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
+    return command + [f"--hp={key}={value}" for key, value in hyperparameters.items()]
+
+
+def predicted_modes(modes: list[str]) -> list[str]:
+    """Of `modes`, those `trainer plan --probe` predicts on this line (Horovod's where it has it)."""
     from trainer import modes as all_modes
     from trainer.cpu.probe import PREDICTED_MODES
     from trainer.tf_line import installed
 
-    command = [sys.executable, "-m", "trainer", "plan", "--hosts", str(hosts), "--host-cpus", "1"]
-    command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
-    command += [f"--hp={key}={value}" for key, value in hyperparameters.items()]
-    choice = _plan(command)["plan"]["mode"]
-    predicted = [mode for mode in modes if mode in PREDICTED_MODES
-                 and (installed().horovod or not all_modes.get(mode).needs_horovod)]
-    return choice, [_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"] for mode in predicted]
+    return [mode for mode in modes if mode in PREDICTED_MODES
+            and (installed().horovod or not all_modes.get(mode).needs_horovod)]
+
+
+def median_prediction(predictions: list[dict]) -> dict:
+    """Pure: one mode's predictions, a round's each, as one: the median of each figure (a
+    probe meets the machine's speed of its own minutes, as a case does)."""
+    figures = ("samples_per_sec", "speedup", "one_host_samples_per_sec")
+    median = {key: statistics.median(prediction[key] for prediction in predictions) for key in figures}
+    return {"mode": predictions[0]["mode"], **median, "rounds": len(predictions),
+            "speedup_by_round": [prediction["speedup"] for prediction in predictions]}
 
 
 def _plan(command: list[str]) -> dict:
@@ -92,11 +102,15 @@ def run(args: argparse.Namespace) -> dict:
                                 feature_size=args.feature_size)
         channels = {"training": [data["train"]], "evaluation": [data["eval"]]}
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
-        # The probes first, while nothing else runs: their predictions are checked against the cases.
-        choice, probed = planned_and_predicted(channels, common, HOSTS, [mode for *_, mode in listed[1:]])
-        # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them.
-        runs = [[] for _ in listed]
+        command = plan_command(channels, common, HOSTS)
+        choice = _plan(command)["plan"]["mode"]
+        probed_modes = predicted_modes([mode for *_, mode in listed[1:]])
+        # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them;
+        # each round's probes first, while nothing else runs, checked against the cases' medians by theirs.
+        runs, probed = [[] for _ in listed], []
         for round_index in range(max(1, args.rounds)):
+            probed += [{**_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"], "round": round_index}
+                       for mode in probed_modes]
             for index, (name, hosts, cpus, mode) in enumerate(listed):
                 job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
                 runs[index].append(local_job_metrics(job, os.path.join(folder, f"case-{index}-{round_index}")))
@@ -107,7 +121,9 @@ def run(args: argparse.Namespace) -> dict:
             row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
             row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
             row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
-    predictions = [checked(scaling["prediction"], rows) for scaling in probed]
+    predictions = [checked(median_prediction([scaling["prediction"] for scaling in probed
+                                              if scaling["prediction"]["mode"] == mode]), rows)
+                   for mode in probed_modes]
     return {"benchmark": "scale", "train_rows": args.train_rows, "epochs": args.epochs,
             "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
             "probes": probed, "predictions": predictions, "cpus": os.cpu_count(), "rounds": max(1, args.rounds),
@@ -136,7 +152,8 @@ def checked(prediction: dict, rows: list[dict]) -> dict:
     one_host = next((row for row in rows if row["hosts"] == 1 and row["cpus_per_host"] == 1), {})
     out = {"mode": prediction["mode"], "predicted_samples_per_sec": prediction["samples_per_sec"],
            "predicted_speedup": prediction["speedup"],
-           "probe_one_host_samples_per_sec": prediction["one_host_samples_per_sec"]}
+           "probe_one_host_samples_per_sec": prediction["one_host_samples_per_sec"],
+           "probe_rounds": prediction.get("rounds", 1)}
     if "speedup" in measured:
         out["measured_speedup"] = measured["speedup"]
         out["speedup_error"] = prediction["speedup"] / measured["speedup"] - 1
@@ -165,7 +182,9 @@ def table(result: dict) -> str:
         lines.append(f"Samples/s: each case's median of {result['rounds']} rounds, the cases alternating.")
     for prediction in result.get("predictions", []):
         line = (f"`trainer plan --probe` predicted {prediction['predicted_samples_per_sec']:,.0f} samples/s for "
-                f"{HOSTS} hosts x 1 CPU with {prediction['mode']}, {prediction['predicted_speedup']:.2f}x one host")
+                f"{HOSTS} hosts x 1 CPU with {prediction['mode']}, {prediction['predicted_speedup']:.2f}x one host"
+                + (f" (the median of {prediction['probe_rounds']} probes, one a round)"
+                   if prediction.get("probe_rounds", 1) > 1 else ""))
         if "measured_speedup" in prediction:
             line += (f"; measured {prediction['measured_speedup']:.2f}x (error of the speed-up "
                      f"{prediction['speedup_error']:+.0%}, of the samples/s {prediction['samples_per_sec_error']:+.0%})")
