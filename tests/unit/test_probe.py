@@ -98,3 +98,31 @@ def test_a_measuring_process_that_hangs_or_fails_is_a_job_error(command, message
 
     with pytest.raises(JobError, match="^" + re.escape(message)):
         json_result(command, {}, 0.2 if command[0] == "sleep" else 10, "a measuring process")
+
+
+@pytest.mark.parametrize("mode", ["horovod", "local_sgd", "multi_worker_mirrored", "parameter_server"])
+def test_one_host_s_step_is_measured_as_one_host_alone_trains_not_as_the_mode_steps(job, mode):
+    """The baseline --probe compares more hosts with: the plan of the job on its first host
+    alone, whatever the mode asked for; a strategy's replicas step once a call, one process
+    several times."""
+    import dataclasses
+
+    from trainer.cpu.measure import alone_on_this_host
+    from trainer.plan.planner import make_plan
+
+    asked = dataclasses.replace(job, hyperparameters=job.hyperparameters.with_value("distribution", mode))
+    alone = make_plan(alone_on_this_host(asked))
+    one_host_job = make_plan(dataclasses.replace(job, hosts=(job.current_host,)))
+    assert alone.hosts == (job.current_host,) and alone.mode == one_host_job.mode == "single"
+    assert alone.steps_per_execution == one_host_job.steps_per_execution > 1
+    if mode == "multi_worker_mirrored":
+        assert make_plan(asked).steps_per_execution == 1
+
+
+def test_the_one_host_step_s_measuring_process_is_told_so():
+    from trainer.cpu import tune
+
+    start = {"intra_op_threads": 1, "inter_op_threads": 2, "omp_num_threads": 1, "kmp_affinity": "disabled",
+             "kmp_blocktime": 1}
+    assert tune.probe_command(start, cached=True, one_host=True)[0][-2:] == ["--cached", "--one-host"]
+    assert "--one-host" not in tune.probe_command(start)[0]

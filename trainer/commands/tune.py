@@ -27,7 +27,7 @@ def probe(args: argparse.Namespace) -> int:
     from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_model_and_input
     from trainer.models.optimizers import build_optimizer_state
 
-    plan, hooks, model, dataset = jobs_model_and_input(args.batch_size)
+    plan, hooks, model, dataset = jobs_model_and_input(args.batch_size, args.one_host)
     batch_size = args.batch_size or plan.batch_size
     model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy(),
                   steps_per_execution=plan.steps_per_execution)
@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     probe_parser.add_argument("--steps", type=int, default=PROBE_STEPS)
     probe_parser.add_argument("--batch-size", type=int)
     probe_parser.add_argument("--cached", action="store_true", help="the first batches, cached and repeated")
+    probe_parser.add_argument("--one-host", action="store_true", help="the job as this host alone would train it")
     runner.add_job_arguments(parser)
     parser.add_argument("--seconds", type=float, default=120.0, help="time budget of the search")
     parser.add_argument("--batch-sizes", default="", help="also compare these batch sizes (best settings)")

@@ -59,15 +59,27 @@ def cached_first_batches(dataset):
     return dataset.take(CACHED_BATCHES).cache()
 
 
-def jobs_model_and_input(batch_size: int | None = None):
+def jobs_model_and_input(batch_size: int | None = None, one_host: bool = False):
     """The job in $SAGEMAKER_BASE_DIR as `train` builds it on this host, for a measuring
     process: (its plan, its hooks, its model, not compiled, and this host's first process's
-    training input, one pass of `batch_size` batches: the job's batch size if None)."""
-    plan, hooks, training = jobs_training_input(batch_size)
+    training input, one pass of `batch_size` batches: the job's batch size if None).
+    `one_host`: the job as this host alone would train it (alone_on_this_host)."""
+    plan, hooks, training = jobs_training_input(batch_size, one_host)
     return plan, hooks, hooks.model_fn(), training.dataset(0)
 
 
-def jobs_training_input(batch_size: int | None = None):
+def alone_on_this_host(job):
+    """`job` on this host alone, as the planner runs it there (distribution auto, one process
+    with the host's CPUs): what `trainer plan --probe` compares more hosts with. Its plan
+    may differ from the job's in more than the hosts: a strategy's replicas run one step a
+    call where one process runs several (trainer.plan.planner.steps_per_execution)."""
+    import dataclasses
+
+    hp = job.hyperparameters.with_value("distribution", "auto").with_value("processes_per_host", 1)
+    return dataclasses.replace(job, hosts=(job.current_host,), hyperparameters=hp)
+
+
+def jobs_training_input(batch_size: int | None = None, one_host: bool = False):
     """(The plan of the job in $SAGEMAKER_BASE_DIR, its hooks, and this host's first process's
     training input: an EpochInput, whose dataset(0) is one pass of `batch_size` batches.)"""
     from trainer.contract.job import base_dir_from_env, read_job
@@ -77,6 +89,8 @@ def jobs_training_input(batch_size: int | None = None):
     from trainer.training.inputs import Inputs
 
     job = read_job(base_dir_from_env())
+    if one_host:
+        job = alone_on_this_host(job)
     plan = make_plan(job)
     hooks = user_hooks.resolve(job, learning_rate_for(plan))
     process = plan.on_host(job.current_host)[0]

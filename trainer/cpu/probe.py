@@ -52,12 +52,15 @@ def on_cpus(count: int):
 
 
 def step_samples_per_sec(job, cpus: int, steps: int = COMPUTE_STEPS, cached: bool = True) -> float:
-    """One host's samples/s on `cpus` of this machine's CPUs, with the settings `train` gives
-    it: on its first batches from a cache, or (`cached` False) reading its files."""
+    """One host's samples/s on `cpus` of this machine's CPUs, the job as that host alone
+    trains it (trainer.cpu.measure.alone_on_this_host: not the mode's plan, which may step
+    once a call), with the settings `train` gives it: on its first batches from a cache, or
+    (`cached` False) reading its files."""
     from trainer.cpu.tune import measure_in_subprocess, settings_as_dict
 
     with on_cpus(cpus):
-        return measure_in_subprocess(job.base_dir, steps=steps, cached=cached)(settings_as_dict(rank_settings(job, cpus)))
+        measure = measure_in_subprocess(job.base_dir, steps=steps, cached=cached, one_host=True)
+        return measure(settings_as_dict(rank_settings(job, cpus)))
 
 
 def rank_settings(job, cpus: int):

@@ -86,24 +86,24 @@ def confirm(measure, start: dict, best: dict, rounds: int = 2) -> tuple[dict, fl
 
 
 def probe_command(settings: dict, batch_size: int | None = None, steps: int = PROBE_STEPS,
-                  cached: bool = False) -> tuple[list, dict]:
+                  cached: bool = False, one_host: bool = False) -> tuple[list, dict]:
     env = {"OMP_NUM_THREADS": str(settings["omp_num_threads"]), "KMP_AFFINITY": settings["kmp_affinity"],
            "KMP_BLOCKTIME": str(settings["kmp_blocktime"]), "KMP_SETTINGS": "0"}
     command = [sys.executable, "-m", "trainer", "tune", "probe", "--intra", str(settings["intra_op_threads"]),
                "--inter", str(settings["inter_op_threads"]), "--steps", str(steps)]
     if batch_size:
         command += ["--batch-size", str(batch_size)]
-    return command + (["--cached"] if cached else []), env
+    return command + (["--cached"] if cached else []) + (["--one-host"] if one_host else []), env
 
 
 def measure_in_subprocess(base_dir: str, batch_size: int | None = None, steps: int = PROBE_STEPS,
-                          cached: bool = False):
+                          cached: bool = False, one_host: bool = False):
     from trainer.contract.job import BASE_DIR_ENV
     from trainer.cpu.measure import json_result
 
     def measure(settings: dict, environment: dict | None = None) -> float:
         """`environment`: more variables for the probe's process (bench settings' oneDNN switch)."""
-        command, env = probe_command(settings, batch_size, steps, cached)
+        command, env = probe_command(settings, batch_size, steps, cached, one_host)
         return json_result(command, {**os.environ, **env, **(environment or {}), BASE_DIR_ENV: base_dir},
                            PROBE_TIMEOUT_SEC, "tuning probe")["samples_per_sec"]
     return measure
