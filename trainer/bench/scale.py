@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> dict:
         choice = _plan(command)["plan"]["mode"]
         probed_modes = predicted_modes([mode for *_, mode in listed[1:]])
         # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them;
-        # each round's probes first, while nothing else runs, checked against the cases' medians by theirs.
+        # each round's probes first, while nothing else runs (a mode's median is checked against its case's).
         runs, probed = [[] for _ in listed], []
         for round_index in range(max(1, args.rounds)):
             probed += [{**_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"], "round": round_index}
