@@ -126,3 +126,16 @@ def test_the_one_host_step_s_measuring_process_is_told_so():
              "kmp_blocktime": 1}
     assert tune.probe_command(start, cached=True, one_host=True)[0][-2:] == ["--cached", "--one-host"]
     assert "--one-host" not in tune.probe_command(start)[0]
+
+
+def test_one_host_alone_of_a_job_with_a_data_group_is_fed_by_no_other_host():
+    from test_groups import CPU
+    from test_groups import job as grouped_job
+
+    from trainer.cpu.measure import alone_on_this_host
+    from trainer.plan.planner import make_plan
+
+    grouped = grouped_job([("dnn", CPU, 2), ("feed", CPU, 1)], hp={"training_groups": "dnn"})
+    assert make_plan(grouped).data_service is not None
+    alone = make_plan(alone_on_this_host(grouped))
+    assert alone.hosts == ("algo-1",) and alone.mode == "single" and alone.data_service is None

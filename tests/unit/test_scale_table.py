@@ -85,8 +85,9 @@ def test_a_case_s_row_is_its_median_round_and_fails_with_any_round():
 
 
 def test_a_mode_s_probes_of_several_rounds_are_checked_at_their_median():
+    rates_and_one_hosts = ((50000.0, 25000.0), (60000.0, 40000.0), (54000.0, 30000.0))
     rounds = [{"mode": "local_sgd", "samples_per_sec": rate, "speedup": rate / one_host,
-               "one_host_samples_per_sec": one_host} for rate, one_host in ((50000.0, 25000.0), (60000.0, 40000.0), (54000.0, 30000.0))]
+               "one_host_samples_per_sec": one_host} for rate, one_host in rates_and_one_hosts]
     median = scale.median_prediction(rounds)
     assert median["samples_per_sec"] == 54000.0 and median["one_host_samples_per_sec"] == 30000.0
     assert median["speedup"] == pytest.approx(1.8) and median["rounds"] == 3

@@ -70,13 +70,14 @@ def jobs_model_and_input(batch_size: int | None = None, one_host: bool = False):
 
 def alone_on_this_host(job):
     """`job` on this host alone, as the planner runs it there (distribution auto, one process
-    with the host's CPUs): what `trainer plan --probe` compares more hosts with. Its plan
-    may differ from the job's in more than the hosts: a strategy's replicas run one step a
-    call where one process runs several (trainer.plan.planner.steps_per_execution)."""
+    with the host's CPUs, no other group's hosts feeding it): what `trainer plan --probe`
+    compares more hosts with. Its plan may differ from the job's in more than the hosts: a
+    strategy's replicas run one step a call where one process runs several
+    (trainer.plan.planner.steps_per_execution)."""
     import dataclasses
 
     hp = job.hyperparameters.with_value("distribution", "auto").with_value("processes_per_host", 1)
-    return dataclasses.replace(job, hosts=(job.current_host,), hyperparameters=hp)
+    return dataclasses.replace(job, hosts=(job.current_host,), instance_groups=(), hyperparameters=hp)
 
 
 def jobs_training_input(batch_size: int | None = None, one_host: bool = False):
