@@ -115,6 +115,17 @@ def test_epoch_input_batches_parsed_shuffled_and_cached(tmp_path):
     assert again.tolist() == orders[1]
 
 
+def test_every_pass_runs_without_the_autotune_model(tmp_path):
+    # Its thread held each epoch's end for seconds on one-CPU hosts (without_autotune_model).
+    make_files(tmp_path / "data", 2, 100)
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
+    epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), batch_size=32, shuffle_buffer=64, seed=1,
+                             cache=True)
+    passes = [epoch_input.dataset(0), epoch_input.dataset(1), epoch_input.dataset(1, 1, skip_batches=2)]
+    assert [dataset.options().autotune.enabled for dataset in passes] == [False, False, False]
+    assert sum(1 for _ in passes[2]) == 200 // 32 + 1 - 2  # and every batch still comes
+
+
 def test_an_epoch_order_depends_on_the_epoch_only_and_resumes_by_skipping(tmp_path):
     make_files(tmp_path / "data", 2, 100)
     spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
