@@ -330,7 +330,7 @@ def without_autotune_model(dataset):
 
     The model is a thread per iterator that re-plans every stage's parallelism on a period
     that doubles while the iterator lives; an iterator's end waits for that thread to wake.
-    On a host of one CPU that wait came at every epoch's end (TF 2.14 and 2.21 alike): 9-10 s
+    On a host of one CPU that wait came at most epochs' ends (TF 2.14 and 2.21 alike): 9-10 s
     of a 12 s epoch for one host, up to 53 s for a multi-worker mirrored worker, 20 s in a
     parameter-server worker's last round (which the job's samples/s then counts). Without the
     model each AUTOTUNE stage keeps tf.data's starting parallelism (a call per CPU tf.data may
