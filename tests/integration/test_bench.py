@@ -185,9 +185,15 @@ def test_scale_compares_one_host_with_two_hosts_of_their_own_cpus(tmp_path):
     result, table = bench(tmp_path, "scale", "--modes", "local_sgd", "--cpus", "2", "--train-rows", "8192",
                           "--eval-rows", "1000", "--epochs", "1")
     cases = {row["case"]: row for row in result["rows"]}
-    assert list(cases) == ["1 host x 1 CPU, single", "1 host x 2 CPUs, single", "2 hosts x 1 CPU, local_sgd"]
+    assert list(cases) == ["1 host x 1 CPU, single", "1 host x 2 CPUs, single",
+                           "2 one-host jobs x 1 CPU at once, no exchange", "2 hosts x 1 CPU, local_sgd"]
     assert all(row["exit_code"] == 0 and row["train_samples_per_sec"] > 0 for row in cases.values())
     baseline, scaled_out = cases["1 host x 1 CPU, single"], cases["2 hosts x 1 CPU, local_sgd"]
+    # Two one-host jobs of the same model and data: each learns what the baseline learns.
+    apart = cases["2 one-host jobs x 1 CPU at once, no exchange"]
+    assert apart["eval_auc"] == pytest.approx(baseline["eval_auc"], abs=0.01)
+    assert scaled_out["of_ceiling"] == pytest.approx(scaled_out["train_samples_per_sec"] / apart["train_samples_per_sec"])
+    assert "2 one-host jobs at once, each on a CPU of its own, trained" in table
     assert baseline["speedup"] == 1.0 and scaled_out["world_size"] == 2
     assert scaled_out["efficiency"] == pytest.approx(scaled_out["speedup"] / 2)
     assert scaled_out["eval_auc_change"] == pytest.approx(scaled_out["eval_auc"] - baseline["eval_auc"])

@@ -98,3 +98,32 @@ def test_a_mode_s_probes_of_several_rounds_are_checked_at_their_median():
     result = {"rows": [compared(BASELINE, BASELINE), compared(local_sgd, BASELINE)], "planners_choice": "local_sgd",
               "train_rows": 1000, "feature_size": 10, "epochs": 1, "rounds": 3, "predictions": [checked]}
     assert "1.80x one host (the median of 3 probes, one a round); measured 1.80x" in scale.table(result)
+
+
+APART = {"case": "2 one-host jobs x 1 CPU at once, no exchange", "hosts": 2, "cpus_per_host": 1, "mode": "apart",
+         "exit_code": 0, "train_samples_per_sec": 54000.0, "eval_auc": 0.75}
+LOCAL_SGD = {**HOROVOD, "case": "2 hosts x 1 CPU, local_sgd", "mode": "local_sgd", "train_samples_per_sec": 48600.0}
+CEILINGS = {  # rows -> (of_ceiling by case, the table's ceiling line or None)
+    "measured": ([BASELINE, APART, LOCAL_SGD, HOROVOD],
+                 {"2 hosts x 1 CPU, local_sgd": 0.9, "2 hosts x 1 CPU, horovod": 36000 / 54000},
+                 "2 one-host jobs at once, each on a CPU of its own, trained 1.80x one host alone: the most 2 hosts "
+                 "of 1 CPU reach on this machine with no exchange; local_sgd reached 90% of it."),
+    "the ceiling failed": ([BASELINE, {**APART, "exit_code": 1, "train_samples_per_sec": None}, LOCAL_SGD], {}, None),
+    "the chosen mode failed": ([BASELINE, APART, {**LOCAL_SGD, "exit_code": 1, "train_samples_per_sec": None}], {},
+                               "2 one-host jobs at once, each on a CPU of its own, trained 1.80x one host alone: the "
+                               "most 2 hosts of 1 CPU reach on this machine with no exchange."),
+}
+
+
+@pytest.mark.parametrize("case", CEILINGS)
+def test_each_mode_is_read_against_two_one_host_jobs_at_once(case):
+    rows, of_ceiling, line = CEILINGS[case]
+    rows = [{key: value for key, value in row.items() if value is not None} for row in rows]
+    scale.compare(rows)
+    assert {row["case"]: row["of_ceiling"] for row in rows if "of_ceiling" in row} == pytest.approx(of_ceiling)
+    assert all(row["speedup"] == pytest.approx(row["train_samples_per_sec"] / 30000.0) for row in rows
+               if "train_samples_per_sec" in row)
+    result = {"rows": rows, "planners_choice": "local_sgd", "train_rows": 1000, "feature_size": 10, "epochs": 1}
+    lines = scale.table(result).splitlines()
+    assert [text for text in lines if text.startswith("2 one-host jobs at once")] == ([line] if line else []), \
+        "\n".join(lines)

@@ -3,7 +3,10 @@ of 1 CPU each in every multi-host mode, each simulated host on CPUs of its own
 (`trainer local --host-cpus`, as separate instances would be).
 
 Each case trains the default DeepFM on the same generated data through `trainer local`
-(the same `train` as a job). Figures: the job's training samples/s from its metrics.json
+(the same `train` as a job). One case is no mode: two one-host jobs at once, each on a CPU of
+its own, sharing nothing but the machine. What they sum to is the most two hosts of one CPU
+can train here with no exchange at all (the two CPUs share the machine's caches, memory and
+clock, as separate instances do not), the ceiling every multi-host mode is read against. Figures: the job's training samples/s from its metrics.json
 (the first step of each epoch, graph tracing, excluded), the speed-up against 1 host x 1
 CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
 x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
@@ -29,6 +32,7 @@ from trainer.local import runner
 
 MULTI_HOST_MODES = ("horovod", "local_sgd", "multi_worker_mirrored", "parameter_server")
 HOSTS = 2  # of 1 CPU each, in the scaled-out cases
+APART = "apart"  # not a mode: HOSTS one-host jobs at once, each on a CPU of its own
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +55,7 @@ def cases(args: argparse.Namespace) -> list[tuple[str, int, int, str]]:
     listed = [("1 host x 1 CPU, single", 1, 1, "single")]
     if args.cpus > 1:
         listed.append((f"1 host x {args.cpus} CPUs, single", 1, args.cpus, "single"))
+    listed.append((f"{HOSTS} one-host jobs x 1 CPU at once, no exchange", HOSTS, 1, APART))
     for mode in args.modes.split(","):
         if mode not in MULTI_HOST_MODES:
             raise SystemExit(f"trainer bench scale: --modes: {mode!r} is not one of {', '.join(MULTI_HOST_MODES)}")
@@ -112,15 +117,14 @@ def run(args: argparse.Namespace) -> dict:
             probed += [{**_plan(command + [f"--hp=distribution={mode}", "--probe"])["scaling"], "round": round_index}
                        for mode in probed_modes]
             for index, (name, hosts, cpus, mode) in enumerate(listed):
+                case_folder = os.path.join(folder, f"case-{index}-{round_index}")
+                if mode == APART:
+                    runs[index].append(apart_metrics(channels, common, hosts, case_folder))
+                    continue
                 job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
-                runs[index].append(local_job_metrics(job, os.path.join(folder, f"case-{index}-{round_index}")))
+                runs[index].append(local_job_metrics(job, case_folder))
         rows = [row_of(case, case_runs) for case, case_runs in zip(listed, runs)]
-    baseline = rows[0]
-    for row in rows:
-        if "train_samples_per_sec" in row and "train_samples_per_sec" in baseline:
-            row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
-            row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
-            row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
+    compare(rows)
     predictions = [checked(median_prediction([scaling["prediction"] for scaling in probed
                                               if scaling["prediction"]["mode"] == mode]), rows)
                    for mode in probed_modes]
@@ -128,6 +132,48 @@ def run(args: argparse.Namespace) -> dict:
             "feature_size": args.feature_size, "hyperparameters": dict(args.hp), "planners_choice": choice,
             "probes": probed, "predictions": predictions, "cpus": os.cpu_count(), "rounds": max(1, args.rounds),
             "rows": rows}
+
+
+def compare(rows: list[dict]) -> None:
+    """Fills in each measured row against the first (1 host x 1 CPU): its speed-up, efficiency against the ideal and AUC change; each multi-host mode's samples/s
+    against the no-exchange ceiling (APART), where that ran."""
+    baseline = rows[0]
+    ceiling = next((row for row in rows if row["mode"] == APART and "train_samples_per_sec" in row), None)
+    for row in rows:
+        if "train_samples_per_sec" not in row:
+            continue
+        if "train_samples_per_sec" in baseline:
+            row["speedup"] = row["train_samples_per_sec"] / baseline["train_samples_per_sec"]
+            row["efficiency"] = row["speedup"] / (row["hosts"] * row["cpus_per_host"])
+            row["eval_auc_change"] = row["eval_auc"] - baseline["eval_auc"]
+        if ceiling and row["hosts"] > 1 and row["mode"] != APART:
+            row["of_ceiling"] = row["train_samples_per_sec"] / ceiling["train_samples_per_sec"]
+
+
+def apart_metrics(channels: dict, hyperparameters: dict, jobs: int, folder: str) -> tuple[int, dict | None]:
+    """`jobs` one-host jobs of `trainer local` at once, job i on this process's i-th CPU alone
+    (its runner too); (the first failure's exit code, else their metrics summed: samples/s
+    added up, the first job's model figures)."""
+    from trainer.report import read_metrics
+
+    cpus = sorted(os.sched_getaffinity(0))
+    command = [sys.executable, "-m", "trainer", "local", "--host-cpus", "1"]
+    command += [f"--channel={name}={path}" for name, paths in channels.items() for path in paths]
+    command += [f"--hp={key}={value}" for key, value in {**hyperparameters, "distribution": "single"}.items()]
+    started = []
+    for index in range(jobs):
+        job_dir = os.path.join(folder, f"job-{index}")
+        with open(os.path.join(folder + f"-job-{index}.log"), "wb") as log:
+            started.append((job_dir, subprocess.Popen(command + ["--job-dir", job_dir], stdout=log,
+                                                      stderr=subprocess.STDOUT,
+                                                      preexec_fn=lambda cpu=cpus[index]: os.sched_setaffinity(0, {cpu}))))
+    codes = [process.wait() for _, process in started]
+    metrics = [read_metrics(os.path.join(job_dir, "output", "data")) for job_dir, _ in started]
+    failed = [code or 1 for code, metric in zip(codes, metrics) if code or metric is None]
+    if failed:
+        return failed[0], None
+    return 0, {**metrics[0], "world_size": 1,
+               "train_samples_per_sec": sum(metric["train_samples_per_sec"] for metric in metrics)}
 
 
 def row_of(case: tuple[str, int, int, str], runs: list[tuple[int, dict | None]]) -> dict:
@@ -178,6 +224,13 @@ def table(result: dict) -> str:
                          f"{row['efficiency']:.0%} | {row['eval_auc']:.4f} | {row['eval_auc_change']:+.4f}")
     lines.append(f"\nFor {HOSTS} CPU hosts of 1 CPU each the planner picks {result['planners_choice']} "
                  f"({result['train_rows']:,} rows, {result['feature_size']:,} ids, {result['epochs']} epochs).")
+    ceiling = next((row for row in result["rows"] if row["mode"] == APART and "speedup" in row), None)
+    if ceiling:
+        line = (f"{HOSTS} one-host jobs at once, each on a CPU of its own, trained {ceiling['speedup']:.2f}x one host "
+                f"alone: the most {HOSTS} hosts of 1 CPU reach on this machine with no exchange")
+        chosen = next((row for row in result["rows"] if "of_ceiling" in row
+                       and row["mode"] == result["planners_choice"]), None)
+        lines.append(line + (f"; {chosen['mode']} reached {chosen['of_ceiling']:.0%} of it." if chosen else "."))
     if result.get("rounds", 1) > 1:
         lines.append(f"Samples/s: each case's median of {result['rounds']} rounds, the cases alternating.")
     for prediction in result.get("predictions", []):
