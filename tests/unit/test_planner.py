@@ -9,7 +9,7 @@ from trainer.contract.user_code import EntryPoint
 from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
 from trainer.launch.host import describe
-from trainer.plan.mpi import AVERAGING_CYCLE_TIME_MS, CPU_CYCLE_TIME_MS, cpu_binding
+from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding
 from trainer.plan.planner import make_plan
 from trainer.plan.types import SshTrust
 from trainer.tf_line import LINES
@@ -316,8 +316,8 @@ def test_mpirun_command_for_cpu_workers():
     (job(hosts=2, gpus=4, hp={"distribution": "horovod"}), None),           # GPU steps: Horovod's default
     (job(hosts=2, sdk=MPI_2, hp={"horovod_cycle_time": "5"}), "5.0"),       # the job's own, on CPUs
     (job(gpus=4, hp={"distribution": "horovod", "horovod_cycle_time": "0.5"}), "0.5"),  # and on GPUs
-    (job(hosts=2), str(AVERAGING_CYCLE_TIME_MS)),                           # auto's local SGD: averages seldom
-    (job(hosts=2, hp={"distribution": "local_sgd", "horovod_cycle_time": "5"}), "5.0"),  # the job's own
+    (job(hosts=2), None),                                                   # auto's local SGD: no Horovod
+    (job(hosts=2, hp={"distribution": "local_sgd", "horovod_cycle_time": "5"}), None),  # nothing to set
 ])
 def test_horovod_cycle_time(the_job, expected):
     assert make_plan(the_job).launch.env.get("HOROVOD_CYCLE_TIME") == expected

@@ -89,13 +89,13 @@ def first_pass_share(hp, input_mode: str) -> float:
 
 
 def exchange_command(job, mode: str, rank_cpus: int) -> tuple[list[str], dict]:
-    """mpirun of the probe's two Horovod ranks on this machine, each on `rank_cpus` CPUs of
-    its own, training as `mode` does, with the environment the ranks of the job get in
-    `mode` (its cycle time, the CPU settings of a host of `rank_cpus` CPUs)."""
+    """mpirun of the probe's two ranks on this machine, each on `rank_cpus` CPUs of its own,
+    training as `mode` does, with the environment the ranks of the job get in `mode` (Horovod's
+    cycle time where it runs on Horovod, the CPU settings of a host of `rank_cpus` CPUs)."""
     from trainer import modes
-    from trainer.plan.mpi import YIELD_WHEN_IDLE, horovod_env
+    from trainer.plan.mpi import YIELD_WHEN_IDLE
 
-    env = {**horovod_env(job, 1, modes.get(mode).cpu_cycle_time_ms), **rank_settings(job, rank_cpus).environment(),
+    env = {**modes.get(mode).rank_environment(job, 1), **rank_settings(job, rank_cpus).environment(),
            "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
     command = ["mpirun", "--allow-run-as-root", "-np", str(PROBE_RANKS), "--host", f"localhost:{PROBE_RANKS}",
                "--bind-to", "none", *YIELD_WHEN_IDLE, "-mca", "btl_vader_single_copy_mechanism", "none",
@@ -112,13 +112,13 @@ def _rank_command(mode: str, rank_cpus: int) -> list[str]:
 
 def probe_processes(job, mode: str, rank_cpus: int) -> tuple[list[tuple[list[str], dict]], int]:
     """The processes the probe starts for `mode`, each (command, environment), and the index
-    of the one that reports: one mpirun of two ranks for the modes that run on Horovod; else
+    of the one that reports: one mpirun of two ranks for the modes whose ranks are MPI's; else
     every process of the mode's two-host plan, its TF_CONFIG's cluster on this machine's
     ports (trainer.modes: multi-worker mirrored's two workers; parameter servers' coordinator,
     two workers and two PS tasks)."""
     from trainer import modes
 
-    if modes.get(mode).needs_horovod:
+    if modes.get(mode).mpi_ranks:
         return [exchange_command(job, mode, rank_cpus)], 0
     _, plan = _two_host_job_and_plan(job, mode)
     cluster = _cluster_on_this_machine(plan.processes[0].tf_config["cluster"])

@@ -24,9 +24,20 @@ equal_steps = Deferred("trainer.training.equal_steps")
 log = logging.getLogger(__name__)
 
 
-class HorovodRuntime(Runtime):
-    stop_by_vote = True  # in the step's own agreement (equal_steps.install)
+class AgreeingRanksRuntime(Runtime):
+    """Ranks that pad their data and agree whether every rank still has a batch (equal_steps):
+    an epoch ends where they agree it has, and a stop is voted on in the same agreement."""
 
+    stop_by_vote = True
+
+    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
+        return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has
+
+    def training_dataset(self, dataset):
+        return equal_steps.pad(dataset)
+
+
+class HorovodRuntime(AgreeingRanksRuntime):
     def start(self) -> None:
         name = self.hp.horovod_module
         try:
@@ -56,12 +67,6 @@ class HorovodRuntime(Runtime):
         # P8: every rank starts from rank 0's weights and optimizer state (restored or fresh).
         self.ops.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
 
-    def steps_per_epoch(self, dataset, skipped: int = 0) -> int:
-        return equal_steps.UNBOUNDED_STEPS  # the epoch ends when the ranks agree it has
-
-    def training_dataset(self, dataset):
-        return equal_steps.pad(dataset)
-
     def all_reduce_sum(self, values: list) -> list:
         return [np.asarray(self.ops.allreduce(tf.constant(value), op=self.ops.Sum, name=f"eval_sum_{index}"))
                 for index, value in enumerate(values)]
@@ -80,7 +85,7 @@ class Horovod(Mode):
     multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
     has_leader = True  # the MPI master
     needs_horovod = True  # a script launched by mpirun needs only MPI (mpi4py, or Horovod if it has it)
-    cpu_cycle_time_ms = CPU_CYCLE_TIME_MS  # Horovod's cycle for CPU ranks (trainer.plan.mpi)
+    mpi_ranks = True  # its processes are MPI's ranks, started by mpirun
 
     def requested(self, job) -> str | None:
         if not sdk.enabled(job, sdk.MPI):
@@ -111,9 +116,13 @@ class Horovod(Mode):
                            "process (see P9 in docs/pitfalls.md); lower processes_per_host")
         return count
 
+    def rank_environment(self, job, per_host: int) -> dict:
+        """What every rank's environment gets: Horovod's knobs (its cycle on CPU ranks, trainer.plan.mpi)."""
+        return horovod_env(job, per_host, CPU_CYCLE_TIME_MS)
+
     def launch(self, job, per_host: int) -> Launch:
         kind = LaunchKind.MPIRUN if len(job.hosts) == 1 else LaunchKind.SAGEMAKER_MPI
         process_command = SCRIPT_RANK_COMMAND if job.runs_script else WORKER_COMMAND
-        env = horovod_env(job, per_host, self.cpu_cycle_time_ms)
+        env = self.rank_environment(job, per_host)
         return Launch(kind, mpi_command(job, per_host, process_command, env), env,
                       cpu_binding(job, per_host).why)

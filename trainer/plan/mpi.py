@@ -88,16 +88,11 @@ def mpi_options(job) -> str:
 # thread's polling then takes about a fifth of a rank's CPU, which pays while each rank has
 # a CPU of its own (with more ranks than CPUs it would take CPU the ranks' compute needs).
 CPU_CYCLE_TIME_MS = 0.1
-# Local SGD all-reduces once every average_every_steps steps (two rounds: the agreement, the
-# average): a 0.1 ms cycle polls between them for nothing, on the CPU its steps need.
-# `bench scale --modes local_sgd --cpus 1 --hp horovod_cycle_time=T`, local SGD's samples/s:
-# 52,514 and 54,184 at 0.1 ms; 55,188-57,286 at 1 ms (three runs), 58,270 at 2.5, 55,328 at 5.
-AVERAGING_CYCLE_TIME_MS = 1.0
 
 
 def horovod_env(job, per_host: int, cpu_cycle_time_ms: float) -> dict:
     """P27: Horovod's knobs, as environment variables for every rank (`cpu_cycle_time_ms`: the
-    mode's cycle on CPU ranks, its `cpu_cycle_time_ms`)."""
+    cycle on CPU ranks)."""
     hp = job.hyperparameters
     env = {"HOROVOD_AUTOTUNE": "1" if hp.horovod_autotune else "0"}
     if hp.horovod_fusion_threshold is not None:
