@@ -226,8 +226,10 @@ LINE_CASES = {
     "2.21, 1 host, 4 GPUs: mirrored over them": (job(gpus=4, line="2.21"), ("mirrored", 1, 1, 4)),
     "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
                                                         ("multi_worker_mirrored", 1, 2, 1)),
-    "2.21, 2 CPU hosts: parameter servers (horovod on 2.14)": (job(hosts=2, line="2.21"), ("parameter_server", 1, 2, 1)),
-    "2.14, 2 CPU hosts: local SGD over Horovod": (job(hosts=2), ("local_sgd", 1, 2, 1)),
+    "2.21, 2 CPU hosts: local SGD, as on 2.14 (MPI, no Horovod)": (job(hosts=2, line="2.21"), ("local_sgd", 1, 2, 1)),
+    "2.21, 2 CPU hosts, a table too large to average: parameter servers (horovod on 2.14)": (
+        job(hosts=2, line="2.21", hp={"feature_size": "2000000"}), ("parameter_server", 1, 2, 1)),
+    "2.14, 2 CPU hosts: local SGD": (job(hosts=2), ("local_sgd", 1, 2, 1)),
     "2.21, 1 CPU host: single": (job(line="2.21"), ("single", 1, 1, 1)),
     "2.21, a script with the SDK's MPI key: mpirun of the script (mpi4py)": (
         as_script(job(sdk=MPI_2, line="2.21")), ("horovod", 2, 2, 1)),

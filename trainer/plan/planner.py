@@ -159,14 +159,16 @@ def _fed_training_plan(job, view, service) -> Plan:
     """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
     it. The container's own parameter servers read their input on each worker's own host,
     which a data group cannot feed: asked for, they are refused; picked by auto (several CPU
-    hosts on a line without Horovod), multi-worker mirrored trains instead."""
+    hosts on a line without Horovod, where local SGD does not suit), multi-worker mirrored
+    trains instead."""
     plan = _training_plan(view)
     if plan.mode != "parameter_server" or job.runs_script:
         return plan
     if not _chosen_by_auto(view):
         raise JobError(f"instance groups: {service.why}: "
                        "parameter servers read their input on each worker's own host, not through a data group; "
-                       "use horovod or multi_worker_mirrored on the training group, or no data group")
+                       "use local_sgd, multi_worker_mirrored or (on the 2.14 line) horovod on the training group, "
+                       "or no data group")
     # auto picks them only on a line without Horovod (elsewhere Horovod suits several CPU hosts).
     plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
         "distribution", "multi_worker_mirrored")))
