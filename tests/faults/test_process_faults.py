@@ -65,8 +65,10 @@ def kill_and_time(job, pid, signal_number=signal.SIGKILL):
     return run, time.monotonic() - killed
 
 
-def test_a_killed_horovod_rank_ends_every_rank_and_is_named(aws_split, tmp_path, record_fault):
-    job = WatchedJob(tmp_path / "job", aws_split, {"distribution": "horovod", "processes_per_host": 2,
+# Horovod's ranks, and local SGD's (MPI's own collectives, no Horovod): mpirun ends the others.
+@pytest.mark.parametrize("distribution, ranks", [("horovod", "a Horovod rank"), ("local_sgd", "a local SGD rank")])
+def test_a_killed_mpi_rank_ends_every_rank_and_is_named(aws_split, tmp_path, record_fault, distribution, ranks):
+    job = WatchedJob(tmp_path / "job", aws_split, {"distribution": distribution, "processes_per_host": 2,
                                                    "num_epochs": 1000, "log_steps": 10})
     job.wait_for(r" step=\d+ epoch=")
     rank_1 = pids_of("trainer", {"OMPI_COMM_WORLD_RANK": "1", "SAGEMAKER_BASE_DIR": str(tmp_path / "job")})
@@ -76,7 +78,7 @@ def test_a_killed_horovod_rank_ends_every_rank_and_is_named(aws_split, tmp_path,
     assert first_line(run) == "rank 1 on algo-1 was killed by signal 9 (SIGKILL); the other processes were ended because of it"
     assert seconds < within(END_GRACE_SEC)  # mpirun ends the others; then their launcher
     assert not pids_of("trainer", {"SAGEMAKER_BASE_DIR": str(tmp_path / "job")})  # no process outlives the job
-    record_fault("a Horovod rank killed (SIGKILL, as the OOM killer does)", first_line(run), seconds)
+    record_fault(f"{ranks} killed (SIGKILL, as the OOM killer does)", first_line(run), seconds)
 
 
 def test_a_killed_parameter_server_task_ends_the_job_and_is_named(aws_split, tmp_path, record_fault):
