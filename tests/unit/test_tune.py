@@ -85,3 +85,17 @@ def test_probe_command_asks_for_cached_batches_when_told():
     command, _ = tune.probe_command(START, steps=300, cached=True)
     assert command[-3:] == ["--steps", "300", "--cached"]
     assert "--cached" not in tune.probe_command(START)[0]
+
+
+@pytest.mark.parametrize("names, expected", [
+    ("", ["default", "a, b", "c"]),         # none named: every case
+    ("c", ["default", "c"]),                # the default always, to compare with
+    ("a, b; c", ["default", "a, b", "c"]),  # ';' separates names that hold commas
+])
+def test_bench_settings_measures_the_cases_asked_for(names, expected):
+    assert list(cpu_settings.chosen({"default": 0, "a, b": 1, "c": 2}, names)) == expected
+
+
+def test_bench_settings_refuses_a_case_it_does_not_know():
+    with pytest.raises(SystemExit, match="no case named d; choose among: default; c"):
+        cpu_settings.chosen({"default": 0, "c": 2}, "d")

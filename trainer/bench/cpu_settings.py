@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=100_000, help="generated training rows")
     parser.add_argument("--steps", type=int, default=150, help="timed steps per measurement")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cases", default="",
+                        help="the cases to measure, by their names in the report, separated by ';' (a name may "
+                             "hold commas); default: every case")
 
 
 def cases(start: dict, num_cpus: int, openmp: bool) -> dict:
@@ -48,6 +51,17 @@ def cases(start: dict, num_cpus: int, openmp: bool) -> dict:
     }
 
 
+def chosen(known: dict, names: str) -> dict:
+    """Pure: of `known` cases, those `names` (';'-separated) names, the default always first;
+    every case where none are named. An unknown name is refused with the list."""
+    wanted = [name.strip() for name in names.split(";") if name.strip()]
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise SystemExit(f"trainer bench settings --cases: no case named {'; '.join(unknown)}; choose among: "
+                         f"{'; '.join(known)}")
+    return {name: case for name, case in known.items() if not wanted or name == "default" or name in wanted}
+
+
 def run(args: argparse.Namespace) -> dict:
     from trainer.contract.job import read_job
     from trainer.data import datagen
@@ -58,7 +72,7 @@ def run(args: argparse.Namespace) -> dict:
         job = read_job(LocalJob({"training": [data["train"]]}, {}).lay_out(os.path.join(folder, "job"))["algo-1"])
         start = settings_as_dict(cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores))
         measure = measure_in_subprocess(job.base_dir, steps=args.steps)
-        one_change_each = cases(start, job.num_cpus, job.tf_line.openmp)
+        one_change_each = chosen(cases(start, job.num_cpus, job.tf_line.openmp), args.cases)
         rates = interleaved({name: (lambda settings=settings, environment=environment: measure(settings, environment))
                              for name, (settings, environment, _) in one_change_each.items()}, args.rounds)
     base = rates["default"]
