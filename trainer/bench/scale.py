@@ -6,10 +6,10 @@ Each case trains the default DeepFM on the same generated data through `trainer 
 (the same `train` as a job). One case is no mode: two one-host jobs at once, each on a CPU of
 its own, sharing nothing but the machine. What they sum to is the most two hosts of one CPU
 can train here with no exchange at all (the two CPUs share the machine's caches, memory and
-clock, as separate instances do not), the ceiling every multi-host mode is read against. Figures: the job's training samples/s from its metrics.json
-(the first step of each epoch, graph tracing, excluded), the speed-up against 1 host x 1
-CPU, the efficiency against the ideal (N times for N CPUs), and the eval AUC against 1 host
-x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
+clock, as separate instances do not), the ceiling every multi-host mode is read against.
+Figures: the job's training samples/s from its metrics.json (the first step of each epoch,
+graph tracing, excluded), the speed-up against 1 host x 1 CPU, the efficiency against the
+ideal (N times for N CPUs), and the eval AUC against 1 host x 1 CPU's. The report names the mode the planner picks for the 2-host job (`auto`), and
 checks what `trainer plan --probe` predicted for it (run first, while nothing else runs)
 against what the cases measured. `--rounds N` runs the probes and the cases N times over,
 alternating, and reports each case's median samples/s and each probe's median prediction:
@@ -135,8 +135,9 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def compare(rows: list[dict]) -> None:
-    """Fills in each measured row against the first (1 host x 1 CPU): its speed-up, efficiency against the ideal and AUC change; each multi-host mode's samples/s
-    against the no-exchange ceiling (APART), where that ran."""
+    """Fills in each measured row against the first (1 host x 1 CPU): its speed-up, efficiency
+    against the ideal and AUC change; and each multi-host mode's samples/s against the
+    no-exchange ceiling (APART), where that ran."""
     baseline = rows[0]
     ceiling = next((row for row in rows if row["mode"] == APART and "train_samples_per_sec" in row), None)
     for row in rows:
