@@ -9,8 +9,8 @@ them), each in processes of its own:
   machine, those of each host on CPUs of its own (a host's, where this machine has twice
   them), talking over TCP as hosts do, train the job's model on those cached batches as the
   mode does (trainer.modes: its runtime, optimizer, agreement on the step and exchange):
-  Horovod's gradients every step and local SGD's average every `average_every_steps`
-  between two Horovod ranks under mpirun; multi-worker mirrored's all-reduce between its
+  Horovod's gradients every step and local SGD's average every `average_every_steps` (over
+  MPI itself) between two ranks under mpirun; multi-worker mirrored's all-reduce between its
   two workers; parameter servers' reads and updates between the coordinator, two workers
   and two PS tasks. So the exchange is measured where it runs, on the CPUs that also compute
   the step.
