@@ -134,7 +134,7 @@ CASES = {
     "PS before MPI, as AWS's container orders them": (
         job(hosts=2, sdk={"sagemaker_parameter_server_enabled": True, "sagemaker_mpi_enabled": True}),
         ("parameter_server", 1, 2, 1, 512, 1.0, "parameter_server"), None),
-    "2 CPU hosts, local_sgd: Horovod's ranks, the learning rate scaled as Horovod's": (
+    "2 CPU hosts, local_sgd: MPI ranks, the learning rate scaled as Horovod's": (
         job(hosts=2, hp={"distribution": "local_sgd"}), ("local_sgd", 1, 2, 1, 512, 2.0, "sagemaker_mpi"), None),
     "SDK keys as strings": (
         job(hosts=2, sdk={"sagemaker_multi_worker_mirrored_strategy_enabled": "True"}),
@@ -196,7 +196,10 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hosts=2, channels={"training": "ShardedByS3Key", "training-2": "FullyReplicated"}),
      "training channels mix ShardedByS3Key and FullyReplicated"),
     (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
-    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}), "distribution local_sgd trains on CPU hosts"),
+    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}), "local_sgd trains on CPU hosts; this job has GPUs: "
+                                                              "use horovod"),
+    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}, line="2.21"),
+     "local_sgd trains on CPU hosts; this job has GPUs: use multi_worker_mirrored"),
     (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),

@@ -107,5 +107,6 @@ class LocalSgd(Horovod):
 
     def processes_per_host(self, job) -> int:
         if job.num_gpus:
-            raise JobError("distribution local_sgd trains on CPU hosts; this job has GPUs: use horovod")
+            gpu_mode = "horovod" if job.tf_line.horovod else "multi_worker_mirrored"
+            raise JobError(f"distribution local_sgd trains on CPU hosts; this job has GPUs: use {gpu_mode}")
         return super().processes_per_host(job)
