@@ -200,6 +200,8 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
                                                               "use horovod"),
     (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}, line="2.21"),
      "local_sgd trains on CPU hosts; this job has GPUs: use multi_worker_mirrored"),
+    (job(gpus=2, hp={"distribution": "local_sgd"}, line="2.21"),
+     "local_sgd trains on CPU hosts; this job has GPUs: use mirrored"),
     (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),

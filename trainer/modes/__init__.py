@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from trainer.modes.base import REGISTERED, Mode
+from trainer.modes.base import REGISTERED, Mode, in_claim_order
 
 _discovered = False
 
@@ -25,7 +25,7 @@ def _discover() -> None:
 def all_modes() -> list[Mode]:
     """Every registered mode, in the order they are asked to claim a job."""
     _discover()
-    return sorted(REGISTERED.values(), key=lambda mode: (mode.precedence, mode.name))
+    return in_claim_order()
 
 
 def names() -> tuple[str, ...]:

@@ -35,6 +35,12 @@ def modes_that(test) -> str:
     return " or ".join(filter(None, [", ".join(named[:-1]), named[-1]])) if named else "none"
 
 
+def in_claim_order() -> list["Mode"]:
+    """The registered modes, in the order they are asked to claim a job (trainer.modes.all_modes
+    registers every one first; a mode's own checks run after that)."""
+    return sorted(REGISTERED.values(), key=lambda mode: (mode.precedence, mode.name))
+
+
 def register(mode_class: type) -> type:
     """Class decorator: make a Mode known to the planner and the `distribution` hyperparameter."""
     mode = mode_class()

@@ -2,9 +2,9 @@
 batches, averaging their variables every `average_every_steps` steps instead of all-reducing
 every step's gradients.
 
-On CPU hosts a step's exchange adds about half the step's compute (docs/distribution.md,
-"Will more hosts pay?"): the collectives' per-call machinery on the rank's own CPUs, and the
-bytes on the network. Averaging every K steps pays that once per K steps. Each rank steps
+On CPU hosts a step's exchange adds about seven tenths of the step's compute
+(docs/distribution.md, "Will more hosts pay?"): the collectives' per-call machinery on the
+rank's own CPUs, and the bytes on the network. Averaging every K steps pays that once per K steps. Each rank steps
 with its own batch (its optimizer's state stays its own), and the ranks agree on the
 epoch's end at each average (trainer.training.equal_steps).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from trainer.errors import JobError
-from trainer.modes.base import Deferred, register, tf
+from trainer.modes.base import Deferred, in_claim_order, register, tf
 from trainer.modes.horovod import AgreeingRanksRuntime, Horovod
 from trainer.plan.scaling import local_sgd_sends_less
 
@@ -107,6 +107,6 @@ class LocalSgd(Horovod):
 
     def processes_per_host(self, job) -> int:
         if job.num_gpus:
-            gpu_mode = "horovod" if job.tf_line.horovod else "multi_worker_mirrored"
-            raise JobError(f"distribution local_sgd trains on CPU hosts; this job has GPUs: use {gpu_mode}")
+            suited = next(mode.name for mode in in_claim_order() if mode.suits(job))  # what auto would pick
+            raise JobError(f"distribution local_sgd trains on CPU hosts; this job has GPUs: use {suited}")
         return super().processes_per_host(job)
