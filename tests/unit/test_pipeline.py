@@ -162,6 +162,40 @@ def test_every_record_once_per_epoch_in_full_batches(tmp_path, shuffle_buffer, b
     assert (ids == list(range(total))) == (shuffle_buffer == 0)
 
 
+@pytest.mark.parametrize("shuffle_buffer, batches, sample_records", [
+    (64, 9, 128),    # the whole windows 9 batches of 16 hold: two of 64 records (8 batches)
+    (64, 3, 48),     # fewer batches than a window: their records, in one window
+    (64, 100, 200),  # more than the shard: all of it, every pass
+    (0, 5, 80),      # no shuffle: windows of a batch, in the stream's order every pass
+])
+def test_later_epochs_sample_the_first_windows_cached_and_reshuffle_every_pass(tmp_path, shuffle_buffer, batches,
+                                                                               sample_records):
+    # What the probes time the step on (trainer.cpu.measure.later_epochs_rate).
+    make_files(tmp_path / "data", 2, 100)
+    spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
+    epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), 16, shuffle_buffer, seed=2)
+    stream = [int(i) for f, _ in EpochInput(spec, layout.batch_parser("tfrecord", 2), 16).dataset(0)
+              for i in f["ids"].numpy()[:, 0]]
+    iterator = iter(epoch_input.later_epochs(batches))
+
+    def next_pass():
+        return [int(i) for _ in range(-(-sample_records // 16)) for i in next(iterator)[0]["ids"].numpy()[:, 0]]
+
+    passes = [next_pass()]
+    for path in (tmp_path / "data").iterdir():  # the passes after the first read the cache
+        path.unlink()
+    passes += [next_pass(), next_pass()]
+    if sample_records % 16 == 0:
+        assert sample_records // 16 <= batches  # so `batches` untimed steps fill the cache
+        assert [sorted(p) for p in passes] == [sorted(stream[:sample_records])] * 3  # the first windows' records
+    else:  # the whole shard, in batches that run on into the next pass
+        assert sorted(sum(passes, [])[:sample_records]) == sorted(stream)
+    if shuffle_buffer:
+        assert passes[0] != passes[1] != passes[2]  # reshuffled every pass
+    else:
+        assert passes == [stream[:sample_records]] * 3
+
+
 def test_cache_decision(tmp_path):
     make_files(tmp_path / "data", 1, 10)
     spec = InputSpec.for_channels([channel(tmp_path / "data")], None)

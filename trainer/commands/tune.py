@@ -24,19 +24,19 @@ def probe(args: argparse.Namespace) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter)
-    from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_model_and_input
+    from trainer.cpu.measure import fit_rate, jobs_model_and_input, later_epochs_rate
     from trainer.models.optimizers import build_optimizer_state
 
-    plan, hooks, model, dataset = jobs_model_and_input(args.batch_size, args.one_host)
+    plan, hooks, model, training = jobs_model_and_input(args.batch_size, args.one_host)
     batch_size = args.batch_size or plan.batch_size
     model.compile(optimizer=hooks.optimizer_fn(), loss=tf.keras.losses.BinaryCrossentropy(),
                   steps_per_execution=plan.steps_per_execution)
     build_optimizer_state(model.optimizer, model.trainable_variables)
     if args.cached:  # the step alone, as a job's epochs after its first run it from the input's cache
-        dataset = cached_first_batches(dataset)
-    dataset = dataset.repeat()
-    fit_rate(model, dataset, 2 * plan.steps_per_execution, batch_size)  # trace, fill the first window
-    print(json.dumps({"samples_per_sec": fit_rate(model, dataset, args.steps, batch_size)}))
+        rate = later_epochs_rate(model, lambda dataset: dataset, training, args.steps, batch_size)
+    else:  # the first epoch's: reading and parsing its files (traced, and the first window filled, untimed)
+        rate = fit_rate(model, training.dataset(0).repeat(), args.steps, batch_size, 2 * plan.steps_per_execution)
+    print(json.dumps({"samples_per_sec": rate}))
     return 0
 
 
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     probe_parser.add_argument("--inter", type=int, required=True)
     probe_parser.add_argument("--steps", type=int, default=PROBE_STEPS)
     probe_parser.add_argument("--batch-size", type=int)
-    probe_parser.add_argument("--cached", action="store_true", help="the first batches, cached and repeated")
+    probe_parser.add_argument("--cached", action="store_true", help="as the epochs after the first: a sample, cached")
     probe_parser.add_argument("--one-host", action="store_true", help="the job as this host alone would train it")
     runner.add_job_arguments(parser)
     parser.add_argument("--seconds", type=float, default=120.0, help="time budget of the search")

@@ -12,18 +12,24 @@ class StepClock:
     are left out, being once an epoch, not once a step. Needs only TensorFlow: the DeepCTR
     environment uses it too."""
 
-    def __init__(self):
+    def __init__(self, untimed_steps: int = 0):
+        """`untimed_steps`: of each fit, the steps before the first call timed from."""
         import tensorflow as tf
 
         clock = self
         self.steps, self.seconds = 0, 0.0
 
         class Callback(tf.keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.start = int(self.model.optimizer.iterations.numpy())
+
             def on_epoch_begin(self, epoch, logs=None):
                 self.first = self.last = None
 
             def on_train_batch_end(self, batch, logs=None):
                 mark = (time.perf_counter(), int(self.model.optimizer.iterations.numpy()))
+                if mark[1] - self.start < untimed_steps:
+                    return
                 if self.first is None:
                     self.first = mark
                 else:
@@ -40,32 +46,34 @@ class StepClock:
         return self.steps * batch_size / self.seconds if self.seconds else 0.0  # 0: one call, none timed
 
 
-def fit_rate(model, dataset, steps: int, batch_size: int) -> float:
-    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps (one
-    call of steps_per_execution steps more runs first, untimed)."""
-    clock = StepClock()
+def fit_rate(model, dataset, steps: int, batch_size: int, untimed_steps: int = 0) -> float:
+    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps, after
+    `untimed_steps` and one call of steps_per_execution steps more, untimed, in the same fit
+    (so on the same iterator: what the untimed steps filled, a cache, serves the timed ones)."""
+    clock = StepClock(untimed_steps)
     # Keras keeps compile's steps_per_execution in this variable (no public accessor).
     first_call = int(model._steps_per_execution.numpy())
-    model.fit(dataset, steps_per_epoch=steps + first_call, epochs=1, verbose=0, callbacks=[clock.callback])
+    model.fit(dataset, steps_per_epoch=untimed_steps + steps + first_call, epochs=1, verbose=0,
+              callbacks=[clock.callback])
     return clock.samples_per_sec(batch_size)
 
 
-CACHED_BATCHES = 64
-
-
-def cached_first_batches(dataset):
-    """The first batches of `dataset`, from a cache: the step alone, as a job's epochs after
-    its first run it from the input's cache (`trainer tune probe --cached`, --probe's ranks)."""
-    return dataset.take(CACHED_BATCHES).cache()
+def later_epochs_rate(model, dataset_of, training, steps: int, batch_size: int) -> float:
+    """Samples per second of fit over `steps` steps as a job's epochs after the first run
+    them (training.later_epochs: a sample of `steps` batches of the job's own input, cached,
+    shuffled and batched every pass as an epoch is), timed after one untimed pass that parses
+    the sample into its cache and traces the step. `dataset_of`: the dataset the mode trains
+    on, of the input's (a runtime's training_dataset)."""
+    return fit_rate(model, dataset_of(training.later_epochs(steps)), steps, batch_size, untimed_steps=steps)
 
 
 def jobs_model_and_input(batch_size: int | None = None, one_host: bool = False):
     """The job in $SAGEMAKER_BASE_DIR as `train` builds it on this host, for a measuring
     process: (its plan, its hooks, its model, not compiled, and this host's first process's
-    training input, one pass of `batch_size` batches: the job's batch size if None).
+    training input: an EpochInput of `batch_size` batches, the job's batch size if None).
     `one_host`: the job as this host alone would train it (alone_on_this_host)."""
     plan, hooks, training = jobs_training_input(batch_size, one_host)
-    return plan, hooks, hooks.model_fn(), training.dataset(0)
+    return plan, hooks, hooks.model_fn(), training
 
 
 def alone_on_this_host(job):

@@ -3,12 +3,13 @@ them), each in processes of its own:
 
 - one host's step: samples/s of the job's model on as many of this machine's CPUs as one of
   the job's hosts has, with the CPU settings `train` gives it (the tuning probe,
-  trainer.cpu.tune): on its first training batches from a cache (the step alone, as a job's
-  epochs after the first run it), and reading and parsing its files as the first epoch does;
+  trainer.cpu.tune): as a job's epochs after the first run it (a sample of its input from a
+  cache, shuffled and batched every pass as an epoch is: EpochInput.later_epochs), and
+  reading and parsing its files as the first epoch does;
 - the mode's step on two hosts: the processes the mode runs on two hosts, started on this
   machine, those of each host on CPUs of its own (a host's, where this machine has twice
-  them), talking over TCP as hosts do, train the job's model on those cached batches as the
-  mode does (trainer.modes: its runtime, optimizer, agreement on the step and exchange):
+  them), talking over TCP as hosts do, train the job's model on such a sample as the mode
+  does (trainer.modes: its runtime, optimizer, agreement on the step and exchange):
   Horovod's gradients every step and local SGD's average every `average_every_steps` (over
   MPI itself) between two ranks under mpirun; multi-worker mirrored's all-reduce between its
   two workers; parameter servers' reads and updates between the coordinator, two workers
@@ -29,7 +30,7 @@ from trainer.errors import JobError
 
 log = logging.getLogger("trainer")
 
-COMPUTE_STEPS = 300  # of the job's first batches, cached: the step as a job's epochs after the first run it
+COMPUTE_STEPS = 300  # timed, as a job's epochs after the first run them (EpochInput.later_epochs)
 FIRST_PASS_STEPS = 150  # reading the job's files: a first epoch's step
 PROBE_RANKS = 2  # hosts whose processes the probe starts
 # Every process imports TensorFlow, the trainers build and trace the model, then train
@@ -54,8 +55,8 @@ def on_cpus(count: int):
 def step_samples_per_sec(job, cpus: int, steps: int = COMPUTE_STEPS, cached: bool = True) -> float:
     """One host's samples/s on `cpus` of this machine's CPUs, the job as that host alone
     trains it (trainer.cpu.measure.alone_on_this_host: not the mode's plan, which may step
-    once a call), with the settings `train` gives it: on its first batches from a cache, or
-    (`cached` False) reading its files."""
+    once a call), with the settings `train` gives it: as its epochs after the first run (a
+    sample of its input, cached), or (`cached` False) reading its files."""
     from trainer.cpu.tune import measure_in_subprocess, settings_as_dict
 
     with on_cpus(cpus):
@@ -296,7 +297,7 @@ def log_prediction(job, plan) -> None:
 
 def exchange_rank(mode_name: str, cpus: int) -> int:
     """One of the probe's processes (probe_processes), on the `cpus` CPUs of its host: a
-    trainer trains the job's model on its first batches, cached, as `mode_name` does on two
+    trainer trains the job's model on a sample of its input, cached, as `mode_name` does on two
     hosts, and the one that reports (the chief) prints the step's seconds and bytes as JSON;
     a parameter-server job's PS and worker tasks serve until the probe stops them."""
     import dataclasses
@@ -337,15 +338,15 @@ def exchange_rank(mode_name: str, cpus: int) -> int:
 
 def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
     """The job's model trained under `runtime` (of `two`, the job on two hosts, and its
-    `plan`) on its first batches, cached: each trainer's step in seconds, and the model's
+    `plan`) as its epochs after the first run: each trainer's step in seconds, and the model's
     trainable variables and their gradients on one batch."""
     import tensorflow as tf
 
-    from trainer.cpu.measure import cached_first_batches, fit_rate, jobs_training_input
+    from trainer.cpu.measure import jobs_training_input, later_epochs_rate
     from trainer.models.optimizers import build_optimizer_state
     from trainer.training.stop import StopRequest
 
-    _, hooks, training = jobs_training_input()  # every trainer on this host's first batches
+    _, hooks, training = jobs_training_input()  # every trainer on a sample of this host's input
     batch = plan.batch_size
     with runtime.scope():
         model = hooks.model_fn()
@@ -361,24 +362,23 @@ def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
         worker = next(process for process in plan.processes if process.role == "worker")
         worker_input = Inputs.training(two, plan, worker, hooks, batch, on_ps_worker=True)
         return _coordinated_step_seconds(runtime, model, worker_input, plan), variables, gradients
-    dataset = training.dataset(0)
-    variables, gradients = _gradients_of_one_step(model, dataset)
+    variables, gradients = _gradients_of_one_step(model, training.dataset(0))
     runtime.stop_request = StopRequest(f"probe {runtime.process.name}", os.devnull)  # never asked: the flag stays 0
     runtime.prepare(model, optimizer)
-    batches = runtime.training_dataset(cached_first_batches(dataset).repeat())
-    fit_rate(model, batches, 2 * plan.steps_per_execution, batch)  # trace, fill the first window
-    return batch / fit_rate(model, batches, COMPUTE_STEPS, batch), variables, gradients  # the same steps on both
+    rate = later_epochs_rate(model, runtime.training_dataset, training, COMPUTE_STEPS, batch)  # the same on both
+    return batch / rate, variables, gradients
 
 
 def _coordinated_step_seconds(runtime, model, worker_input, plan) -> float:
     """Parameter servers: each worker's step, from the coordinator's calls to both workers
-    (trainer.training.coordinated, as the job runs them) on their first batches, cached;
-    timed from the round after which each has filled its cache and traced the call."""
-    from trainer.cpu.measure import CACHED_BATCHES, cached_first_batches
+    (trainer.training.coordinated, as the job runs them) as the job's epochs after the
+    first run (a sample of each worker's input, cached: EpochInput.later_epochs)."""
     from trainer.training.coordinated import CoordinatedEpochs
 
     workers, per_call = runtime.workers, plan.steps_per_execution
-    warm = workers * (CACHED_BATCHES + per_call)
+    # Timed from the round after each worker's first pass over its sample (which fills its
+    # cache, EpochInput.later_epochs) and first call (which traces it).
+    warm = workers * (COMPUTE_STEPS + per_call)
     epochs = CoordinatedEpochs(runtime.strategy, model, workers, per_call)
     marks = []
 
@@ -389,8 +389,7 @@ def _coordinated_step_seconds(runtime, model, worker_input, plan) -> float:
         def on_train_batch_end(self, index, logs=None):
             marks.append((time.perf_counter(), int(model.optimizer.iterations.numpy())))
 
-    epochs.train_pass(lambda: cached_first_batches(worker_input.dataset(0)).repeat()
-                      .take(CACHED_BATCHES + per_call + COMPUTE_STEPS), Rounds())
+    epochs.train_pass(lambda: worker_input.later_epochs(COMPUTE_STEPS).take(2 * COMPUTE_STEPS + per_call), Rounds())
     timed = [mark for mark in marks if mark[1] >= warm]
     if len(timed) < 2 or timed[-1][1] == timed[0][1]:
         raise JobError(f"parameter servers' probe: too few rounds of calls to time ({len(marks)})")

@@ -304,6 +304,22 @@ class EpochInput:
             windows = self._file_windows
         return self._skip_and_prefetch(self._batches(windows, seed), skip_batches)
 
+    def later_epochs(self, batches: int):
+        """What the step runs on in a job's epochs after the first, on a sample, repeated: the
+        first whole windows of this input that `batches` batches hold (those batches' records,
+        in one window, where they hold less than one; fewer where its shard is shorter), parsed
+        into a cache on the first pass, then every pass shuffled and batched as an epoch's
+        windows are, and prefetched (trainer.cpu's measurements of the step: the same stages'
+        cost, on records as varied as an epoch's, not a few batches whose embedding rows stay
+        in the CPU's caches). A pass holds at most `batches` batches: that many steps fill the
+        cache."""
+        window = max(self.shuffle_buffer, self.batch_size)
+        size = batches * self.batch_size
+        size -= size % window if size >= window else 0
+        first = record_blocks(self.spec, 0, self.pipe_wait_sec, self.reader).rebatch(size).take(1)
+        sample = self._windows(first, cache=False).cache()
+        return self._skip_and_prefetch(self._batches(sample.repeat(), self.seed), 0)
+
     def _windows(self, blocks, cache: bool | None = None):
         import tensorflow as tf
 
