@@ -47,9 +47,10 @@ class StepClock:
 
 
 def fit_rate(model, dataset, steps: int, batch_size: int, untimed_steps: int = 0) -> float:
-    """Samples per second of Keras fit on `dataset` (repeated) over `steps` timed steps, after
-    `untimed_steps` and one call of steps_per_execution steps more, untimed, in the same fit
-    (so on the same iterator: what the untimed steps filled, a cache, serves the timed ones)."""
+    """Samples per second of Keras fit on `dataset` (repeated) over at least `steps` timed
+    steps, after `untimed_steps` untimed ones to the end of the call they end in (none: the
+    first call), in the same fit: on the same iterator, so what the untimed steps filled (a
+    cache) serves the timed ones."""
     clock = StepClock(untimed_steps)
     # Keras keeps compile's steps_per_execution in this variable (no public accessor).
     first_call = int(model._steps_per_execution.numpy())
