@@ -310,9 +310,9 @@ class EpochInput:
         in one window, where they hold less than one; fewer where its shard is shorter), parsed
         into a cache on the first pass, then every pass shuffled and batched as an epoch's
         windows are, and prefetched (trainer.cpu's measurements of the step: the same stages'
-        cost, on records as varied as an epoch's, not a few batches whose embedding rows stay
-        in the CPU's caches). A pass holds at most `batches` batches: that many steps fill the
-        cache."""
+        cost, on records that come again only a pass later, not a few batches whose embedding
+        rows stay in the CPU's caches). A pass holds at most `batches` batches: that many
+        steps fill the cache."""
         window = max(self.shuffle_buffer, self.batch_size)
         size = batches * self.batch_size
         size -= size % window if size >= window else 0
