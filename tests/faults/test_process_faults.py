@@ -152,11 +152,13 @@ def test_sigterm_saves_and_the_next_run_resumes_where_it_stopped(generated, tmp_
     assert abs(resumed.metrics["eval_auc"] - whole.metrics["eval_auc"]) <= 0.02, (resumed.metrics, whole.metrics)
 
 
-@pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
-def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_resumes(generated, tmp_path,
-                                                                                    record_fault):
+@pytest.mark.parametrize("distribution, how", [
+    pytest.param("multi_worker_mirrored", "they vote in every step", marks=pytest.mark.cores(1)),  # about one core busy
+    ("local_sgd", "the next average tells every rank"),  # (measured: TRAINER_TEST_CPU_LOG)
+])
+def test_sigterm_to_one_host_stops_all_at_one_step_and_resumes(generated, tmp_path, record_fault, distribution, how):
     channels = {"training": generated["train"], "evaluation": generated["eval"]}
-    hp = {"distribution": "multi_worker_mirrored", "num_epochs": 2, "log_steps": 32}
+    hp = {"distribution": distribution, "num_epochs": 2, "log_steps": 32}
     whole = run_local(tmp_path / "whole", channels, hp, hosts=2)
     assert whole.exit_code == 0, whole.log[-3000:]
 
@@ -174,7 +176,7 @@ def test_sigterm_to_one_multi_worker_mirrored_host_stops_all_at_one_step_and_res
     step = re.search(r"at step (\d+) ", line).group(1)
     assert f"rank 1 on algo-2: stopped by SIGTERM at step {step} " in run.log  # the same step on both
     assert seconds < within(STOP_GRACE_SEC)
-    record_fault("SIGTERM to one multi-worker mirrored host mid-epoch, the chief's failure file", line, seconds)
+    record_fault(f"SIGTERM to one {distribution} host mid-epoch ({how}), the chief's failure file", line, seconds)
 
     resumed = run_local(tmp_path / "stopped", channels, hp, hosts=2)
     assert resumed.exit_code == 0, resumed.log[-3000:]

@@ -96,15 +96,15 @@ def one_host_on_planted(planted, tmp_path_factory):
 
 @pytest.mark.cores(2)  # a CPU of its own for each host
 def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
-    """Each rank trains its own shard and the ranks average every 16 steps: 5 epochs reach one
-    host's eval AUC within 0.01, every epoch ends at the first average after a shard ran out
-    (each host's 60,000 records: 235 batches, the average at step 240), rank 0 exports."""
+    """Each rank trains its own shard and the ranks average every 32 steps, each average sent
+    while the next steps train: 5 epochs reach one host's eval AUC within 0.01, every epoch
+    ends where the shards do (each host's 60,000 records: 235 batches), rank 0 exports."""
     channels = {"training": planted["train"], "evaluation": planted["eval"]}
     two = run_local(tmp_path, channels, {"num_epochs": "5", "distribution": "local_sgd"}, hosts=2, host_cpus=1,
                     timeout=CLUSTER_TIMEOUT_SEC)
     assert two.exit_code == 0 and two.succeeded, two.log[-5000:]
     assert two.metrics["distribution"] == "local_sgd" and two.metrics["world_size"] == 2
-    # Rank 0's updates: its 60,000 records in 235 batches an epoch; the steps to the average at 240 update nothing.
+    # Rank 0's updates: its 60,000 records in 235 batches an epoch, each trained once.
     assert two.metrics["steps"] == 5 * 235, two.metrics
     auc = {"one host": one_host_on_planted.metrics["eval_auc"], "local_sgd, 2 hosts": two.metrics["eval_auc"]}
     print(auc)

@@ -25,43 +25,6 @@ def test_padding_marks_real_batches_and_never_ends():
     assert features["ids"].shape == (1, 3) and label.shape == (1, 1) and float(weight[0, 0]) == 0.0
 
 
-@pytest.mark.parametrize("real_batches, average_every, steps_per_call, steps_run, averages", [
-    (6, 4, 1, 8, 2),  # ran out at step 7: the average at step 8 ends the epoch
-    (8, 4, 1, 12, 3),  # the average at step 8 found data everywhere; step 9 had none
-    (3, 1, 1, 4, 4),  # averaging every step: ends at the first step without data
-    (6, 4, 4, 8, 2),  # calls of 4 steps end on the averages
-    # Calls of 3 steps: the one ending at step 9 ends after no average; the epoch ends with the
-    # call that ends on one (step 12), so the model it leaves is the average.
-    (6, 4, 3, 12, 3),
-])
-def test_averaging_trains_alone_between_averages_and_ends_at_the_first_average_without_data(
-        real_batches, average_every, steps_per_call, steps_run, averages):
-    """equal_steps.install_averaging on one rank, its collectives stood in for: updates on
-    real batches only, the variables averaged every `average_every` steps, the epoch's end
-    agreed at an average."""
-    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.build((None, 3))
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse", steps_per_execution=steps_per_call)
-    model.optimizer.build(model.trainable_variables)  # its state exists before a conditional step
-    averaged = tf.Variable(0)
-
-    def average(variables):  # every variable's "mean over the ranks": 0.5; counted as it runs
-        with tf.control_dependencies([averaged.assign_add(1)]):
-            return [tf.fill(tf.shape(v), 0.5) for v in variables]
-
-    equal_steps.install_averaging(model, average_every, lambda value: value, average, tf.Variable(0))
-    stop_request = SimpleNamespace(interrupted_pass=False)
-    steps = []
-    counted = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: steps.append(batch))
-    data = equal_steps.pad(batches(real_batches).map(lambda f, label: (tf.cast(f["ids"], tf.float32), label)))
-    model.fit(data, steps_per_epoch=equal_steps.UNBOUNDED_STEPS, verbose=0,
-              callbacks=[equal_steps.StopWhenARankIsDone(stop_request), counted])
-    assert steps[-1] + 1 == steps_run and int(averaged.numpy()) == averages
-    assert int(model.optimizer.iterations) == real_batches  # no update on padding
-    assert not stop_request.interrupted_pass
-    assert np.all(model.layers[0].kernel.numpy() == 0.5)  # the epoch's last step was an average
-
-
 class TwoShards:
     """The sum over two evaluating processes, the other one's states given."""
 

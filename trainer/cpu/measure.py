@@ -46,26 +46,28 @@ class StepClock:
         return self.steps * batch_size / self.seconds if self.seconds else 0.0  # 0: one call, none timed
 
 
-def fit_rate(model, dataset, steps: int, batch_size: int, untimed_steps: int = 0) -> float:
+def fit_rate(model, dataset, steps: int, batch_size: int, untimed_steps: int = 0, callbacks: tuple = ()) -> float:
     """Samples per second of Keras fit on `dataset` (repeated) over at least `steps` timed
     steps, after `untimed_steps` untimed ones to the end of the call they end in (none: the
     first call), in the same fit: on the same iterator, so what the untimed steps filled (a
-    cache) serves the timed ones."""
+    cache) serves the timed ones. `callbacks` (a mode's) run before the clock's, so what they
+    do at a call's end is timed."""
     clock = StepClock(untimed_steps)
     # Keras keeps compile's steps_per_execution in this variable (no public accessor).
     first_call = int(model._steps_per_execution.numpy())
     model.fit(dataset, steps_per_epoch=untimed_steps + steps + first_call, epochs=1, verbose=0,
-              callbacks=[clock.callback])
+              callbacks=[*callbacks, clock.callback])
     return clock.samples_per_sec(batch_size)
 
 
-def later_epochs_rate(model, dataset_of, training, steps: int, batch_size: int) -> float:
+def later_epochs_rate(model, dataset_of, training, steps: int, batch_size: int, callbacks: tuple = ()) -> float:
     """Samples per second of fit over `steps` steps as a job's epochs after the first run
     them (training.later_epochs: a sample of `steps` batches of the job's own input, cached,
     shuffled and batched every pass as an epoch is), timed after one untimed pass that parses
     the sample into its cache and traces the step. `dataset_of`: the dataset the mode trains
-    on, of the input's (a runtime's training_dataset)."""
-    return fit_rate(model, dataset_of(training.later_epochs(steps)), steps, batch_size, untimed_steps=steps)
+    on, of the input's (a runtime's training_dataset); `callbacks`: the mode's (fit_rate)."""
+    return fit_rate(model, dataset_of(training.later_epochs(steps)), steps, batch_size, untimed_steps=steps,
+                    callbacks=callbacks)
 
 
 def jobs_model_and_input(batch_size: int | None = None, one_host: bool = False):

@@ -365,7 +365,8 @@ def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
     variables, gradients = _gradients_of_one_step(model, training.dataset(0))
     runtime.stop_request = StopRequest(f"probe {runtime.process.name}", os.devnull)  # never asked: the flag stays 0
     runtime.prepare(model, optimizer)
-    rate = later_epochs_rate(model, runtime.training_dataset, training, COMPUTE_STEPS, batch)  # the same on both
+    rate = later_epochs_rate(model, runtime.training_dataset, training, COMPUTE_STEPS, batch,  # the same on both
+                             callbacks=runtime.callbacks())
     return batch / rate, variables, gradients
 
 

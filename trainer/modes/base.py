@@ -209,6 +209,11 @@ class Mode:
                            f"data (a Pipe-mode FIFO carries the data once); this job is {self.name} in "
                            f"{channels[0].input_mode} mode: turn it off, or run trainer tune beforehand")
 
+    def steps_per_call(self, hp, usual: int) -> int:
+        """Keras' steps_per_execution for this mode, given what it would be (`usual`: the
+        hyperparameter, else the planner's choice); only asked of multi_step_calls modes."""
+        return usual
+
     def processes_per_host(self, job) -> int:
         requested = job.hyperparameters.processes_per_host
         if requested not in (None, 1):

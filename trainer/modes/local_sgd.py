@@ -4,42 +4,44 @@ every step's gradients.
 
 On CPU hosts a step's exchange adds about seven tenths of the step's compute
 (docs/distribution.md, "Will more hosts pay?"): the collectives' per-call machinery on the
-rank's own CPUs, and the bytes on the network. Averaging every K steps pays that once per K steps. Each rank steps
-with its own batch (its optimizer's state stays its own), and the ranks agree on the
-epoch's end at each average (trainer.training.equal_steps).
+rank's own CPUs, and the bytes on the network. Averaging every K steps pays that once per K
+steps, and each average is sent while the next K steps train. Each rank steps with its own
+batch (its optimizer's state stays its own), to the end of its own data; the averages end
+the pass on every rank at the same exchange (trainer.training.averaging).
 
 The ranks talk through MPI itself (mpi4py), not Horovod. Horovod suits collectives every
 step; between two averages its background thread would still coordinate the ranks once a
 cycle (an all-reduce of its own, on the CPU the steps need), and each average would pass the
-whole model through its fusion buffer. 2 hosts of one CPU each (`bench scale`): 1.64x one
-host through Horovod, 1.76x over MPI (docs/distribution.md, "Local SGD"). Without Horovod the
-mode also runs on the 2.21 line.
+whole model through its fusion buffer. Without Horovod the mode also runs on the 2.21 line.
 """
 from __future__ import annotations
 
 import logging
 
 from trainer.errors import JobError
-from trainer.modes.base import Deferred, in_claim_order, register, tf
-from trainer.modes.horovod import AgreeingRanksRuntime, Horovod
+from trainer.modes.base import Deferred, Runtime, in_claim_order, register
+from trainer.modes.horovod import Horovod
 from trainer.plan.scaling import local_sgd_sends_less
 
-equal_steps = Deferred("trainer.training.equal_steps")
+averaging = Deferred("trainer.training.averaging")
 np = Deferred("numpy")
 
 log = logging.getLogger(__name__)
 
 
-class LocalSgdRuntime(AgreeingRanksRuntime):
+class LocalSgdRuntime(Runtime):
+    """Each rank trains on its own batches, to the end of its own data; the averages
+    (trainer.training.averaging) end the pass on every rank at the same exchange."""
+
     def start(self) -> None:
-        from mpi4py import MPI  # initializes MPI: every rank's collectives are called from TensorFlow's threads
+        from mpi4py import MPI  # initializes MPI: the averages run on a thread of their own
 
         self.mpi, self.comm = MPI, MPI.COMM_WORLD
         if (self.comm.Get_size(), self.comm.Get_rank()) != (self.plan.world_size, self.process.rank):
             raise JobError(f"launched as rank {self.comm.Get_rank()} of {self.comm.Get_size()}, planned as rank "
                            f"{self.process.rank} of {self.plan.world_size}: the launcher and the plan disagree")
-        log.info("local SGD rank %d of %d, averaging every %d steps over MPI", self.comm.Get_rank(),
-                 self.comm.Get_size(), self.hp.average_every_steps)
+        log.info("local SGD rank %d of %d, averaging every %d steps over MPI, each average sent while the next "
+                 "steps train", self.comm.Get_rank(), self.comm.Get_size(), self.hp.average_every_steps)
 
     def _reduced(self, array, op):
         """This rank's `array` reduced with every rank's (MPI's `op`), in a new array."""
@@ -48,21 +50,22 @@ class LocalSgdRuntime(AgreeingRanksRuntime):
         return total
 
     def prepare(self, model, optimizer) -> None:
-        size = self.comm.Get_size()
+        self.averages = averaging.ModelAverages(self.comm, model.trainable_variables,
+                                                as_tensor=averaging.zero_copy_tensor)
+        self.sync_points = averaging.sync_callback(self.averages, self.hp.average_every_steps, self.stop_request)
 
-        def agreement(value):
-            reduced = tf.numpy_function(lambda array: self._reduced(array, self.mpi.MIN), [value], value.dtype,
-                                        name="local_sgd_agreement")
-            return tf.ensure_shape(reduced, value.shape)
+    def callbacks(self) -> list:
+        return [self.sync_points]
 
-        def average(variables):
-            values = [variable.read_value() for variable in variables]
-            averaged = tf.numpy_function(lambda *arrays: [self._reduced(array, self.mpi.SUM) / size
-                                                          for array in arrays],
-                                         values, [value.dtype for value in values], name="local_sgd_average")
-            return [tf.ensure_shape(result, value.shape) for result, value in zip(averaged, values)]
+    def stop_callbacks(self) -> list:
+        return []  # a stop is told at the next sync point (sync_callback)
 
-        equal_steps.install_averaging(model, self.hp.average_every_steps, agreement, average, self.stop_request.flag)
+    def train_pass(self, model, train, epoch: int, pass_index: int, skip: int, callbacks: list,
+                   channel_name: str, may_be_empty: bool) -> float | None:
+        self.averages.start_pass()
+        loss = super().train_pass(model, train, epoch, pass_index, skip, callbacks, channel_name, may_be_empty)
+        self.sync_points.end_of_data()  # where fit ended before its callbacks' end (a pass with no step)
+        return loss
 
     def sync_initial_state(self, model, optimizer) -> None:
         # P8: every rank starts from rank 0's weights and optimizer state (restored or fresh).
@@ -104,6 +107,18 @@ class LocalSgd(Horovod):
 
     def rank_environment(self, job, per_host: int) -> dict:
         return {}  # no Horovod in its ranks: none of Horovod's knobs
+
+    def steps_per_call(self, hp, usual: int) -> int:
+        """The ranks sync at the end of a call (Keras calls back once a call): a call's steps
+        divide average_every_steps, the most that do up to `usual` unless asked for."""
+        every = hp.average_every_steps
+        if hp.steps_per_execution is not None:
+            if every % hp.steps_per_execution:
+                raise JobError(f"hyperparameter 'steps_per_execution': {hp.steps_per_execution} steps a call do not "
+                               f"divide average_every_steps={every} (local_sgd averages at the end of a call): "
+                               "set one to a divisor of the other, or leave steps_per_execution unset")
+            return hp.steps_per_execution
+        return max(steps for steps in range(1, min(usual, every) + 1) if every % steps == 0)
 
     def processes_per_host(self, job) -> int:
         if job.num_gpus:

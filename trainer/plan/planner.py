@@ -88,10 +88,12 @@ def steps_per_execution(hp, mode: Mode) -> int:
                            f"call); set it to 1, or use {modes_that(lambda m: m.multi_step_calls)}")
         return 1
     if hp.steps_per_execution is not None:
-        return hp.steps_per_execution
-    if hp.profile_steps is not None:
-        return 1
-    return min(STEPS_PER_EXECUTION, hp.log_steps)
+        usual = hp.steps_per_execution
+    elif hp.profile_steps is not None:
+        usual = 1
+    else:
+        usual = min(STEPS_PER_EXECUTION, hp.log_steps)
+    return mode.steps_per_call(hp, usual)
 
 
 def _layout(job, mode: Mode) -> Layout:

@@ -63,37 +63,6 @@ def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
     model.train_step = train_step
 
 
-def install_averaging(model, average_every: int, all_reduce_min, merge, stop_flag: tf.Variable) -> None:
-    """Make `model.fit` train each rank on its own batches and, every `average_every` steps,
-    agree and merge: `all_reduce_min(tensor)` as in `install`, `merge(variables)` the value
-    every rank gives each trainable variable (the same on every rank). Between agreements the
-    ranks run no collective, so a rank whose data ran out trains nothing on its padding and
-    waits for the next agreement, which ends the epoch on every rank (the records other ranks
-    trained meanwhile are kept: each record is still trained at most once). Reports as
-    `install` does."""
-    original_step = model.train_step
-    steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_since_start")
-
-    def agree_and_average(has_data):
-        everyone = all_reduce_min(tf.where(stop_flag > 0, -1.0, has_data))
-        with tf.control_dependencies([everyone]):
-            averaged = merge(model.trainable_variables)
-        with tf.control_dependencies([variable.assign(value) for variable, value
-                                      in zip(model.trainable_variables, averaged)]):
-            return tf.identity(everyone)
-
-    def train_step(data):
-        features, label, weight = tf.keras.utils.unpack_x_y_sample_weight(data)
-        has_data = tf.reduce_max(tf.cast(weight, tf.float32))
-        logs = tf.cond(has_data > 0, lambda: original_step((features, label)), model.get_metrics_result)
-        with tf.control_dependencies(tf.nest.flatten(logs)):
-            count = steps.assign_add(1)
-        everyone = tf.cond(count % average_every == 0, lambda: agree_and_average(has_data), lambda: tf.constant(1.0))
-        return {**logs, HAS_DATA: everyone}
-
-    model.train_step = train_step
-
-
 def install_stop_vote(model, all_reduce_sum, stop_flag: tf.Variable) -> None:
     """Make each step of `model.fit` carry a vote on stopping after it; `all_reduce_sum(tensor)`
     sums over the replicas (inside the step), `stop_flag` is 1 once this rank is asked to stop.

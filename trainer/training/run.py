@@ -65,7 +65,8 @@ class TrainingRun:
                  self.inputs.describe(runtime.training_input(self.inputs.train)))
         self.throughput, heartbeat = progress_callbacks(runtime, plan, hp.log_steps, watchdog)
         self.tensorboard = self._tensorboard_runs()
-        self.callbacks = [self.throughput, heartbeat] + runtime.callbacks() + runtime.stop_callbacks()
+        # The runtime's first: what they do at a call's end (an average) is timed in the call.
+        self.callbacks = runtime.callbacks() + [self.throughput, heartbeat] + runtime.stop_callbacks()
         self.callbacks.append(tensorboard.StepScalars(
             self.tensorboard, runtime.batch_size, plan.world_size if runtime.steps_in_lockstep else 1, process.rank,
             hp.log_steps))
