@@ -96,7 +96,7 @@ def one_host_on_planted(planted, tmp_path_factory):
 
 @pytest.mark.cores(2)  # a CPU of its own for each host
 def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
-    """Each rank trains its own shard and the ranks average every 32 steps, each average sent
+    """Each rank trains its own shard and the ranks average every 64 steps, each average sent
     while the next steps train: 5 epochs reach one host's eval AUC within 0.01, every epoch
     ends where the shards do (each host's 60,000 records: 235 batches), rank 0 exports."""
     channels = {"training": planted["train"], "evaluation": planted["eval"]}

@@ -216,7 +216,7 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hosts=2, hp={"distribution": "multi_worker_mirrored", "steps_per_execution": "8"}),
      "distribution multi_worker_mirrored runs one step per call"),
     (job(hosts=2, hp={"steps_per_execution": "12"}),
-     "'steps_per_execution': 12 steps a call do not divide average_every_steps=32"),
+     "'steps_per_execution': 12 steps a call do not divide average_every_steps=64"),
 ])
 def test_impossible_jobs_are_clear_errors(the_job, message):
     with pytest.raises(JobError) as error:
@@ -298,7 +298,7 @@ def test_horovod_for_the_own_model_is_refused_on_the_line_without_it(the_job, as
     (job(hp={"steps_per_execution": "4"}), 4),                     # asked for
     (job(sdk=MPI_2, hp={"steps_per_execution": "1", "log_steps": "10"}), 1),
     # local_sgd averages at the end of a call: a call's steps divide average_every_steps
-    (job(hosts=2), 32),                                            # auto's local SGD, averaging every 32
+    (job(hosts=2), 32),                                            # auto's local SGD, averaging every 64
     (job(hosts=2, hp={"average_every_steps": "16"}), 16),
     (job(hosts=2, hp={"average_every_steps": "100"}), 25),         # the most that divide it, up to 32
     (job(hosts=2, hp={"average_every_steps": "37"}), 1),           # a prime above 32

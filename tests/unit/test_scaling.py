@@ -165,12 +165,12 @@ def _job(hosts=2, gpus=0, hp=None, hooks=None):
 
 
 @pytest.mark.parametrize("the_job, sends_less", [
-    (_job(), True),                                                       # defaults: 0.15 MB against 0.92 MB
+    (_job(), True),                                                       # defaults: 0.07 MB against 0.92 MB
     (_job(hosts=4), True),
-    (_job(hp={"feature_size": "400000"}), True),                         # 0.47 MB against 0.92 MB
-    (_job(hp={"feature_size": "820000"}), False),                        # 0.94 MB against 0.92 MB
-    (_job(hp={"feature_size": "400000", "average_every_steps": "16"}), False),
-    (_job(hp={"feature_size": "10000000"}), False),                      # 11.3 MB a step
+    (_job(hp={"feature_size": "1600000"}), True),                        # 0.91 MB against 0.92 MB
+    (_job(hp={"feature_size": "1640000"}), False),                       # 0.93 MB against 0.92 MB
+    (_job(hp={"feature_size": "400000", "average_every_steps": "16"}), False),  # 0.93 MB
+    (_job(hp={"feature_size": "10000000"}), False),                      # 5.6 MB a step
     (_job(hosts=1), False),
     (_job(gpus=1), False),
     (_job(hooks=("model_fn",)), False),                                 # its size is not known before it is built

@@ -302,7 +302,7 @@ SPECS: tuple[Spec, ...] = (
          "a CPU each 0.1 (docs/distribution.md, Scaling out, per core), else Horovod's default. Not read by "
          "local_sgd, whose ranks average over MPI without Horovod.",
          group="distribution", minimum=0.0, allow_auto=True),
-    Spec("average_every_steps", "int", 32, "local_sgd: steps each rank trains on its own between two "
+    Spec("average_every_steps", "int", 64, "local_sgd: steps each rank trains on its own between two "
          "averages of the ranks' variables (each average is sent while the next ones train).",
          group="distribution", minimum=1),
     Spec("probe_scaling", "bool", False, "Multi-host CPU jobs of the container's model: before training, "
