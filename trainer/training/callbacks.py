@@ -63,11 +63,16 @@ class Throughput(tf.keras.callbacks.Callback):
             self._close_window(now, logs)
 
     def on_train_end(self, logs=None):
-        if self.window_start is not None:
-            step = _updates(self.model)  # the pass may end inside a call, with no call back for its steps
-            self.window_steps += step - self.step
-            self.step = step
-            self._close_window(time.perf_counter(), None)
+        step, now = _updates(self.model), time.perf_counter()  # the pass may end inside a call, with no call back
+        if self.window_start is None:  # ... inside its first: that call is the first one, untimed
+            if step > self.step:
+                self.first_calls[0] += step - self.step
+                self.first_calls[1] += now - self.call_start
+                self.step = step
+            return
+        self.window_steps += step - self.step
+        self.step = step
+        self._close_window(now, None)
 
     def _close_window(self, now, logs):
         seconds = now - self.window_start

@@ -38,6 +38,8 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
         if "Empty logs" not in str(err):  # Keras' words for a pass whose first call did not complete
             raise
         history = []  # a pass shorter than one call of steps_per_execution steps (or empty: below)
+        for callback in callbacks:  # which fit left untold: what they time and agree on ends here too
+            callback.on_train_end()
     if int(model.optimizer.iterations.numpy()) == before:
         if may_be_empty:
             return None
