@@ -97,7 +97,7 @@ def test_the_readme_first_example_plans_local_sgd_in_pipe_mode(aws_split):
     plan_ = result["plan"]
     assert (plan_["mode"], plan_["input_mode"], plan_["world_size"]) == ("local_sgd", "Pipe", 2)
     assert plan_["reason"].startswith("2 CPU hosts with the built-in DeepFM: local SGD, each host training on its "
-                                      "own batches and averaging the model every 16 steps (0.29 MB sent a step "
+                                      "own batches and averaging the model every 64 steps (0.07 MB sent a step "
                                       "against Horovod's 1.36 MB"), plan_["reason"]  # batch 512: twice the rows
     reads = {(p["host"], p["role"]): p["reads"] for p in plan_["processes"]}
     fifos = ["input/data/training_<epoch>", "input/data/evaluation_<epoch>"]
