@@ -69,13 +69,10 @@ class ModelAverages:
     def at_sync_point(self, stopping: bool) -> str:
         """This rank trained K steps since its last sync point and still has data: the
         outcome for the pass (GO_ON: train on; else it has ended on every rank)."""
-        if self.in_flight:
-            outcome = self._complete(kept_steps=True)
-            if outcome != Outcome.GO_ON:
-                self._final_average()
-                return outcome
-        self._start(ended=False, stopping=stopping)
-        return Outcome.GO_ON
+        outcome = self._settle()
+        if outcome == Outcome.GO_ON:
+            self._start(ended=False, stopping=stopping)
+        return outcome
 
     def at_end_of_data(self, stopping: bool) -> str:
         """This rank's pass ran out of data (or had none): ends the pass on every rank, all of
@@ -83,14 +80,22 @@ class ModelAverages:
         Nothing more once the pass has ended."""
         if self.finished:
             return Outcome.ENDED
-        if self.in_flight:
-            outcome = self._complete(kept_steps=True)
-            if outcome != Outcome.GO_ON:
-                self._final_average()
-                return outcome
+        outcome = self._settle()
+        if outcome != Outcome.GO_ON:
+            return outcome
         self._start(ended=True, stopping=stopping)
         outcome = self._complete(kept_steps=False)
         self._final_average()
+        return outcome
+
+    def _settle(self) -> str:
+        """Puts the exchange in flight (if any) in place; where it told the ranks the pass has
+        ended, ends it with the final average. The outcome it told."""
+        if not self.in_flight:
+            return Outcome.GO_ON
+        outcome = self._complete(kept_steps=True)
+        if outcome != Outcome.GO_ON:
+            self._final_average()
         return outcome
 
     def _final_average(self) -> None:
