@@ -25,6 +25,10 @@ SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
 # The same job on both lines may differ by this much in eval AUC (the issue's bound: TensorFlow
 # 2.21's kernels and tf-keras 2.21 are not bit-identical to 2.14's).
 AUC_TOLERANCE = 0.01
+# Parameter servers apply the workers' updates in the order they arrive, so the same job's AUC
+# moves from run to run on one line: 0.6966-0.7075 on the 2.14 line here (eight runs on an idle
+# machine and one in a loaded suite). Their comparison allows that spread as well.
+ASYNCHRONOUS_SPREAD = 0.011
 
 
 @pytest.fixture(scope="module")
@@ -131,20 +135,23 @@ def eval_auc(run) -> float:
 
 
 @pytest.mark.cores(2)
-@pytest.mark.parametrize("hosts, hyperparameters", [(1, {}), (2, {"distribution": "parameter_server"})],
+@pytest.mark.parametrize("hosts, hyperparameters, tolerance",
+                         [(1, {}, AUC_TOLERANCE),
+                          (2, {"distribution": "parameter_server"}, AUC_TOLERANCE + ASYNCHRONOUS_SPREAD)],
                          ids=["single", "parameter_server on 2 hosts"])
-def test_the_built_in_model_reaches_the_2_14_line_s_auc(aws_split, tmp_path, hosts, hyperparameters):
-    the_same_job_on_both_lines(aws_split, tmp_path, hosts, hyperparameters)
+def test_the_built_in_model_reaches_the_2_14_line_s_auc(aws_split, tmp_path, hosts, hyperparameters, tolerance):
+    the_same_job_on_both_lines(aws_split, tmp_path, hosts, hyperparameters, tolerance)
 
 
-def the_same_job_on_both_lines(aws_split, tmp_path, hosts, hyperparameters):
-    """The built-in model's job on this line and on the 2.14 line: the same eval AUC."""
+def the_same_job_on_both_lines(aws_split, tmp_path, hosts, hyperparameters, tolerance=AUC_TOLERANCE):
+    """The built-in model's job on this line and on the 2.14 line: the same eval AUC (within
+    `tolerance`)."""
     hp = {"num_epochs": 2, "seed": 7, **hyperparameters}
     on_2_21 = eval_auc(run_local(tmp_path / "2.21", aws_split, hp, hosts=hosts))
     command = local_command(tmp_path / "2.14", aws_split, hp, hosts=hosts)
     on_2_14 = eval_auc(run_local_command(["./build.sh", "exec", "python", *command[1:]], tmp_path / "2.14", hosts))
     print(f"eval AUC: {on_2_21:.4f} on the 2.21 line, {on_2_14:.4f} on the 2.14 line")
-    assert abs(on_2_21 - on_2_14) <= AUC_TOLERANCE, (on_2_21, on_2_14)
+    assert abs(on_2_21 - on_2_14) <= tolerance, (on_2_21, on_2_14)
     assert on_2_21 > 0.65  # learned (as the container tier's jobs on these 8,000 rows: 0.70-0.71 here)
 
 
