@@ -4,10 +4,16 @@
 #   ./build.sh setup          install system packages and the pinned Python environment
 #   ./build.sh exec CMD...    run CMD inside that environment (in the current folder)
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
-#   ./build.sh test [ARGS]    set up, then run the whole test suite: the 2.14 line's and, beside
-#                             it, the 2.21 line's tier (tests/line_2.21_tier.txt) in its
-#                             environment; the CPU images and the other environments are made in
-#                             the background meanwhile. With ARGS: pytest ARGS (2.14 line).
+#   ./build.sh test [ARGS]    set up, then run the gate (what CI runs): every fast test and the slow
+#                             tests tests/gate.txt lists (each capability once), on the 2.14 line
+#                             and, beside it, on the 2.21 line (tests/line_2.21_tier.txt, in its
+#                             environment); Docker Engine started for it (docker/dockerd.sh) builds
+#                             both CPU images meanwhile for its container tests; ends with the
+#                             core-seconds its tests held. With ARGS: pytest ARGS (2.14 line), the
+#                             daemon answering.
+#   ./build.sh test-all       set up, then run every slow test the gate leaves out, on both lines:
+#                             the container tests with podman (the gate's too), the GPU images'
+#                             build, then Docker Engine's own (tests/container/docker_tier.txt)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
 #   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tier alone, in its environment
 #   ./build.sh bench [--line 2.21] [ARGS]  set up, then run a shipped benchmark (trainer bench ARGS)
@@ -22,8 +28,6 @@
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
 #   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
 #   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
-#   ./build.sh test-docker    the Docker tier: starts Docker Engine (docker/dockerd.sh), builds the image with it
-#                             and runs tests/container/docker_tier.txt and test_docker_engine.py against it
 #   ./build.sh preflight      say which engine answers, how it builds and what the SDK's local mode runs with;
 #                             prove that two containers on one network find each other by name
 #                             (what multi-host jobs need), or say what is missing and how to fix it
@@ -153,21 +157,60 @@ run_in_env() {
 
 IMAGE_NAME="${IMAGE_NAME:-sagemaker-tf-trainer}"
 
-# The whole suite: what its later tests need is made in the background, at a lower priority
-# than the tests (nice), while the Python environment is made and the tiers before them run:
-# the CPU image (its downloads overlap their work), then the benchmarks' environments and the
-# SDK's. Each is made once, under a lock: the tests' own calls wait for it, then reuse it.
-# The benchmarks' environments need the project's (its Horovod wheel): they start after setup.
-prebuild_image() {
+# A test run: what its later tests need is made in the background, at a lower priority than
+# the tests (nice), while the Python environment is made and the tiers before them run: the
+# CPU images (their downloads overlap the tests' work), the environments. Each is made once,
+# under a lock: the tests' own calls wait for it, then reuse it. The benchmarks' environments
+# need the project's (its Horovod wheel): they start after setup.
+# prebuild_images together|in-turn: both lines' CPU images, side by side (Docker Engine:
+# one's downloads overlap the other's compiling) or one after the other.
+prebuild_images() {
   mkdir -p "$CACHE_DIR"
-  log "building the CPU images (2.14, then 2.21) in the background (log: $CACHE_DIR/image-build.log)"
-  { nice -n 10 "$0" image cpu && nice -n 10 "$0" image cpu 2.21; } >"$CACHE_DIR/image-build.log" 2>&1 &
+  log "building the CPU images (2.14, 2.21) in the background with $(engine) (log: $CACHE_DIR/image-build*.log)"
+  if [ "$1" = together ]; then
+    nice -n 10 "$0" image cpu >"$CACHE_DIR/image-build.log" 2>&1 &
+    nice -n 10 "$0" image cpu 2.21 >"$CACHE_DIR/image-build-2.21.log" 2>&1 &
+  else
+    { nice -n 10 "$0" image cpu && nice -n 10 "$0" image cpu 2.21; } >"$CACHE_DIR/image-build.log" 2>&1 &
+  fi
 }
 
+# prebuild_environments NAME...: build.sh commands that make environments, in turn.
 prebuild_environments() {
-  log "making the benchmarks', the SDK's and the 2.21 line's environments in the background (log: $CACHE_DIR/environments.log)"
-  { nice -n 10 "$0" bench-envs && nice -n 10 "$0" sdk-setup && nice -n 10 "$0" line 2.21 true; } \
-    >"$CACHE_DIR/environments.log" 2>&1 &
+  log "making environments in the background: $* (log: $CACHE_DIR/environments.log)"
+  { for command in "$@"; do nice -n 10 "$0" $command || exit; done; } >"$CACHE_DIR/environments.log" 2>&1 &
+}
+
+# run_tiers MARKERS LINE_MARKERS [ARGS]: the 2.14 line's tests selected by MARKERS (pytest -m)
+# and, beside them, the 2.21 line's tier file's selected by LINE_MARKERS, sharing the machine's
+# cores through one set of locks (tests/cores.py); each test's cores go to a CPU log whose
+# summary ends the run. Red if either line is.
+run_tiers() {
+  local markers="$1" line_markers="$2" line_log="$CACHE_DIR/line-2.21-tier.log" status=0 line_status=0 line_pid
+  shift 2
+  TRAINER_TEST_CORES="$(mktemp -d -t trainer-test-cores-XXXXXX)"
+  export TRAINER_TEST_CORES
+  export TRAINER_TEST_CPU_LOG="${TRAINER_TEST_CPU_LOG:-$CACHE_DIR/test-cores.jsonl}"
+  : > "$TRAINER_TEST_CPU_LOG"
+  log "the TensorFlow 2.21 line's tests run beside the 2.14 line's (log: $line_log; printed at the end)"
+  test_line 2.21 -n 2 -m "$line_markers" >"$line_log" 2>&1 &  # two test processes beside the four
+  line_pid=$!
+  ( run_in_env python -m pytest -m "$markers" "$@" ) || status=$?
+  wait "$line_pid" || line_status=$?
+  log "the TensorFlow 2.21 line's tests (exit $line_status):"
+  grep -v '^WARNING: Location' "$line_log" || true
+  rm -rf "$TRAINER_TEST_CORES"
+  log "the cores the tests held (both lines; $TRAINER_TEST_CPU_LOG):"
+  ( run_in_env python tests/cores.py "$TRAINER_TEST_CPU_LOG" ) || true
+  [ "$line_status" -eq 0 ] || status=$line_status
+  return "$status"
+}
+
+# Docker Engine for a run: its daemon started (docker/dockerd.sh), stopped when the script
+# ends, so that podman is the engine again for anything after.
+with_docker_engine() {
+  "$ROOT/docker/dockerd.sh" start
+  trap '"$ROOT/docker/dockerd.sh" stop' EXIT
 }
 
 engine() { "$ROOT/docker/engine.sh" name; }
@@ -390,41 +433,31 @@ case "$cmd" in
   test)
     # Every apt-get before the background work, which would otherwise run its own beside it.
     install_system_packages
-    if [ $# -eq 0 ]; then "$ROOT/docker/engine.sh" setup; prebuild_image; fi
+    with_docker_engine
+    [ $# -eq 0 ] && prebuild_images together
     setup
-    if [ $# -gt 0 ]; then run_in_env python -m pytest "$@"; fi
-    # The whole suite: the 2.14 line's and, beside it, the 2.21 line's tier in its environment,
-    # sharing the machine's cores through one set of locks (tests/cores.py); red if either is.
-    prebuild_environments
-    TRAINER_TEST_CORES="$(mktemp -d -t trainer-test-cores-XXXXXX)"
-    export TRAINER_TEST_CORES
-    line_log="$CACHE_DIR/line-2.21-tier.log"
-    log "the TensorFlow 2.21 line's tier runs beside the suite (log: $line_log; printed at the end)"
-    test_line 2.21 -n 2 >"$line_log" 2>&1 &  # two test processes beside the suite's four
-    line_pid=$!
+    if [ $# -gt 0 ]; then ( run_in_env python -m pytest "$@" ); exit; fi
+    prebuild_environments sdk-setup
+    run_tiers "(gate or not slow) and not gpu_image" "gate or not slow" ;;
+  test-all)
+    install_system_packages
+    "$ROOT/docker/engine.sh" setup
+    [ "$(engine)" = podman ] || log "a Docker daemon answers: the container tests run with docker, not podman"
+    prebuild_images in-turn
+    setup
+    prebuild_environments bench-envs sdk-setup
     status=0
-    ( run_in_env python -m pytest ) || status=$?
-    line_status=0
-    wait "$line_pid" || line_status=$?
-    log "the TensorFlow 2.21 line's tier (exit $line_status):"
-    grep -v '^WARNING: Location' "$line_log" || true
-    rm -rf "$TRAINER_TEST_CORES"
-    [ "$line_status" -eq 0 ] || status=$line_status
+    # The container tests with podman: the gate's too, which ran with Docker Engine.
+    run_tiers "((slow and not gate) or container) and not docker_engine and not gpu_image" "slow and not gate" || status=$?
+    ( run_in_env python -m pytest -m gpu_image ) || status=$?
+    # Then Docker Engine's own (the gate ran the rest with it), against images Docker builds.
+    with_docker_engine
+    # shellcheck disable=SC2046
+    ( run_in_env python -m pytest -m "not gate and not gpu_image" tests/container/test_docker_engine.py \
+      $(grep -v '^#' "$ROOT/tests/container/docker_tier.txt") ) || status=$?
     exit "$status" ;;
   test-line) [ $# -ge 1 ] || { log "test-line 2.21 [ARGS]"; exit 2; }; test_line "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;
-  test-docker)
-    # The Docker tier: a Docker Engine daemon for its run, the image built by Docker, and the
-    # tests of tests/container/docker_tier.txt and test_docker_engine.py against it.
-    install_system_packages
-    "$ROOT/docker/dockerd.sh" start
-    trap '"$ROOT/docker/dockerd.sh" stop' EXIT
-    setup
-    # In a subshell (run_in_env ends in exec): the daemon is stopped after, and podman is the
-    # engine again for the other tiers.
-    # shellcheck disable=SC2046
-    ( run_in_env python -m pytest -m "not gpu_image" tests/container/test_docker_engine.py \
-      $(grep -v '^#' "$ROOT/tests/container/docker_tier.txt") "$@" ) ;;
   bench) setup; bench "$@" ;;
   base) base_image "$@" ;;
   image) image "$@" ;;

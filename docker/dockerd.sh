@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Docker Engine for the Docker tier of the tests, on a machine without systemd.
+# Docker Engine for the tests (the gate, ./build.sh test, and the Docker part of
+# ./build.sh test-all), on a machine without systemd.
 #
 #   docker/dockerd.sh start   install Debian's docker.io and docker-compose if missing, start
 #                             dockerd (unless one answers) and wait until it does
@@ -11,7 +12,9 @@
 # limit that podman's configuration gives containers too (MPI and TensorFlow open many).
 set -euo pipefail
 
-PACKAGES=(docker.io docker-compose docker-registry)  # docker-registry: the push test's registry
+# docker-registry: the push test's registry; debootstrap: the base images where no registry
+# answers (docker/base.sh), installed here before the two images' builds run side by side.
+PACKAGES=(docker.io docker-compose docker-registry debootstrap)
 STATE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer"  # build.sh's CACHE_DIR
 PID_FILE="$STATE_DIR/dockerd.pid"
 LOG_FILE="$STATE_DIR/dockerd.log"

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from cores import pytest_configure, pytest_runtest_protocol, pytest_unconfigure  # noqa: F401 (hooks)
+from gate import pytest_collection_modifyitems  # noqa: F401 (hook)
 from trainer.tf_line import LEGACY_KERAS_ENV, installed
 
 # The tests build the container's own model in their own processes too: with the Keras it

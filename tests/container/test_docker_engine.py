@@ -1,6 +1,6 @@
-"""Docker Engine's part of the Docker tier (`./build.sh test-docker`, which starts the
-daemon; tests/container/docker_tier.txt lists the container tests it runs besides these):
-what only Docker Engine can show. Not in the default run, where podman is the engine."""
+"""What only Docker Engine can show, with its daemon answering: the gate (`./build.sh test`)
+and the Docker part of `./build.sh test-all` start it (docker/dockerd.sh); elsewhere podman
+is the engine and these are left out (the docker_engine marker)."""
 import json
 import os
 import re
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.container, pytest.mark.docker_engine
 
 @pytest.fixture(scope="module")
 def docker_image(image):
-    assert image == "docker", "the Docker tier runs with a Docker Engine daemon answering (./build.sh test-docker)"
+    assert image == "docker", "these run with a Docker Engine daemon answering (./build.sh test starts one)"
     return image
 
 
@@ -43,7 +43,7 @@ def test_the_image_docker_built_keeps_what_the_dockerfile_says(docker_image):
 
 @pytest.mark.cores(2)
 def test_the_image_builds_with_buildkit(docker_image):
-    """`./build.sh image cpu` with BuildKit (the tier's image is the legacy builder's, the
+    """`./build.sh image cpu` with BuildKit (the gate's image is the legacy builder's, the
     default of Debian's Docker 20.10): Debian's own docker CLI, which speaks BuildKit without
     the buildx plugin, under another image name; removed after."""
     name = "trainer-buildkit-test"
