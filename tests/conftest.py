@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import cores
 from cores import pytest_configure, pytest_runtest_protocol, pytest_unconfigure  # noqa: F401 (hooks)
 from gate import pytest_collection_modifyitems  # noqa: F401 (hook)
 from trainer.tf_line import LEGACY_KERAS_ENV, installed
@@ -167,6 +168,10 @@ def remove_containers(engine: str, *names: str) -> None:
 
 
 IMAGE = "localhost/sagemaker-tf-trainer:cpu"
+# build.sh's CACHE_DIR, where `./build.sh image` keeps the lock it builds each image under.
+BUILD_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sagemaker-tf-trainer")
+cores.BUILD_LOCKS.update({"image": os.path.join(BUILD_CACHE, "image-2.14-cpu.lock"),
+                          "image_2_21": os.path.join(BUILD_CACHE, "image-2.21-cpu.lock")})
 
 
 @pytest.fixture(scope="session")

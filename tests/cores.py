@@ -151,10 +151,30 @@ def own_cpu_sec() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+# The builds a test's fixtures wait for: a fixture's name -> the lock file its build holds
+# while it runs (set by conftest: build.sh's image locks, held by the run's background build).
+# A test waits for them before it takes its cores, so that no core is held idle for an image
+# that is still building (a container test held one for 4 minutes so).
+BUILD_LOCKS: dict[str, str] = {}
+
+
+def builds_to_wait_for(fixturenames, build_locks: dict[str, str]) -> list[str]:
+    return [build_locks[name] for name in fixturenames if name in build_locks]
+
+
+def wait_for_builds(lock_paths) -> None:
+    """Until no build holds these locks (one that has not started is not waited for)."""
+    for path in lock_paths:
+        if os.path.exists(path):
+            with open(path, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released as it closes
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     cores = cores_of(item)
     asked = time.monotonic()
+    wait_for_builds(builds_to_wait_for(getattr(item, "fixturenames", ()), BUILD_LOCKS))
     with holding(cores, os.environ[LOCKS_ENV]):
         began, began_at, cpu, own = time.monotonic(), time.time(), machine_cpu_sec(), own_cpu_sec()
         yield

@@ -1,5 +1,6 @@
 """The machine's cores among the test processes (tests/cores.py): tests that need both never
 overlap, two that need one each may, and a test that needs none waits for nothing."""
+import fcntl
 import json
 import multiprocessing
 import os
@@ -165,3 +166,43 @@ def test_a_test_s_own_cpu_counts_the_jobs_it_ran(tmp_path):
     subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.5\n"
                     "while time.process_time() < end: pass"], check=True)
     assert cores.own_cpu_sec() - before >= 0.5
+
+
+@pytest.mark.parametrize("fixturenames, expected", [
+    (["tmp_path", "sdk_path"], []),
+    (["image", "tmp_path"], ["/c/image-2.14-cpu.lock"]),
+    (["image_2_21", "image"], ["/c/image-2.21-cpu.lock", "/c/image-2.14-cpu.lock"]),
+], ids=["no image", "the 2.14 image", "the 2.21 image, after the 2.14 one"])
+def test_the_builds_a_test_waits_for_before_its_cores(fixturenames, expected):
+    locks = {"image": "/c/image-2.14-cpu.lock", "image_2_21": "/c/image-2.21-cpu.lock"}
+    assert cores.builds_to_wait_for(fixturenames, locks) == expected
+
+
+def test_a_test_takes_its_cores_once_the_build_it_waits_for_has_ended(tmp_path):
+    """A build holding its lock (a real flock, in another process) keeps the test waiting
+    until it lets go; a build that never started keeps no one waiting."""
+    lock = tmp_path / "image-2.14-cpu.lock"
+    built = tmp_path / "built"  # the build's last act before it lets go of its lock
+    build = subprocess.Popen(["flock", str(lock), "sh", "-c", f"sleep 1; touch {built}"])
+    try:
+        deadline = time.monotonic() + 30
+        while not held_by_another(lock):  # until the build holds it
+            assert build.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        cores.wait_for_builds([str(lock), str(tmp_path / "never-built.lock")])
+        assert built.exists(), "returned while the build still held its lock"
+        assert build.wait(timeout=30) == 0
+    finally:
+        build.kill()
+        build.wait()
+
+
+def held_by_another(path) -> bool:
+    if not path.exists():
+        return False
+    with open(path, "a") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
