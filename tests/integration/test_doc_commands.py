@@ -44,7 +44,7 @@ ELSEWHERE = {
         ("tests/integration/test_doc_commands.py::test_the_documented_test_selections_are_in_the_suite",
          "its selection, checked to be part of ./build.sh test's"),
     "./build.sh test-line 2.21": (".ci/run", "beside the rest of ./build.sh test"),
-    "./build.sh test-all": ("build.sh", "the full tier itself, run by hand before an issue is resolved (not in CI's time)"),
+    "./build.sh test-all": ("build.sh", "the full tier itself, run by hand before work is called done (longer than CI allows)"),
     "./build.sh image cpu": ("tests/conftest.py::image", EXACT),
     "./build.sh image cpu 2.21": ("tests/conftest.py::image_2_21", EXACT),
     "./build.sh push --dry-run --flavour 2.21-cpu --account 123456789012 --region us-east-1":

@@ -1,8 +1,8 @@
 """The built-in model's eval AUC on the 2.21 line against the 2.14 line's, in the modes that
-test_line_2_21.py's CI check (one process, parameter servers on two hosts) leaves out:
-replicas in one process (tower, mirrored) and multi-worker mirrored on two hosts. Each case
-runs the same job on both lines: 83 s of both cores in all, left out of CI's 90 minutes,
-which the suite fills: `./build.sh line 2.21 python -m pytest tests/integration/test_line_2_21_modes.py`."""
+test_line_2_21.py's check (one process, parameter servers on two hosts) leaves out: replicas
+in one process (tower, mirrored) and multi-worker mirrored on two hosts. Each case runs the
+same job on both lines: 83 s of both cores in all, in the full tier (`./build.sh test-all`,
+from tests/line_2.21_tier.txt); the gate runs the parameter-server case."""
 import pytest
 
 from test_line_2_21 import pytestmark, the_same_job_on_both_lines  # noqa: F401 (the 2.21 line's marks)
