@@ -183,15 +183,12 @@ prebuild_environments() {
 
 # run_tiers MARKERS LINE_MARKERS [ARGS]: the 2.14 line's tests selected by MARKERS (pytest -m)
 # and, beside them, the 2.21 line's tier file's selected by LINE_MARKERS, sharing the machine's
-# cores through one set of locks (tests/cores.py); each test's cores go to a CPU log whose
-# summary ends the run. Red if either line is.
+# cores through one set of locks (tests/cores.py). Red if either line is.
 run_tiers() {
   local markers="$1" line_markers="$2" line_log="$CACHE_DIR/line-2.21-tier.log" status=0 line_status=0 line_pid
   shift 2
   TRAINER_TEST_CORES="$(mktemp -d -t trainer-test-cores-XXXXXX)"
   export TRAINER_TEST_CORES
-  export TRAINER_TEST_CPU_LOG="${TRAINER_TEST_CPU_LOG:-$CACHE_DIR/test-cores.jsonl}"
-  : > "$TRAINER_TEST_CPU_LOG"
   log "the TensorFlow 2.21 line's tests run beside the 2.14 line's (log: $line_log; printed at the end)"
   test_line 2.21 -n 2 -m "$line_markers" >"$line_log" 2>&1 &  # two test processes beside the four
   line_pid=$!
@@ -200,10 +197,22 @@ run_tiers() {
   log "the TensorFlow 2.21 line's tests (exit $line_status):"
   grep -v '^WARNING: Location' "$line_log" || true
   rm -rf "$TRAINER_TEST_CORES"
-  log "the cores the tests held (both lines; $TRAINER_TEST_CPU_LOG):"
-  ( run_in_env python tests/cores.py "$TRAINER_TEST_CPU_LOG" ) || true
+  unset TRAINER_TEST_CORES  # the next pytest run makes its own
   [ "$line_status" -eq 0 ] || status=$line_status
   return "$status"
+}
+
+# Every test of the run writes the cores it held to one CPU log (tests/cores.py), whose
+# summary ends the run: the core-seconds its tests held, and its slowest tests.
+start_cpu_log() {
+  export TRAINER_TEST_CPU_LOG="${TRAINER_TEST_CPU_LOG:-$CACHE_DIR/test-cores.jsonl}"
+  mkdir -p "$(dirname "$TRAINER_TEST_CPU_LOG")"
+  : > "$TRAINER_TEST_CPU_LOG"
+}
+
+cpu_log_summary() {
+  log "the cores the tests held (both lines; $TRAINER_TEST_CPU_LOG):"
+  ( run_in_env python tests/cores.py "$TRAINER_TEST_CPU_LOG" ) || true
 }
 
 # Docker Engine for a run: its daemon started (docker/dockerd.sh), stopped when the script
@@ -438,7 +447,11 @@ case "$cmd" in
     setup
     if [ $# -gt 0 ]; then ( run_in_env python -m pytest "$@" ); exit; fi
     prebuild_environments sdk-setup
-    run_tiers "(gate or not slow) and not gpu_image" "gate or not slow" ;;
+    start_cpu_log
+    status=0
+    run_tiers "(gate or not slow) and not gpu_image" "gate or not slow" || status=$?
+    cpu_log_summary
+    exit "$status" ;;
   test-all)
     install_system_packages
     "$ROOT/docker/engine.sh" setup
@@ -446,6 +459,7 @@ case "$cmd" in
     prebuild_images in-turn
     setup
     prebuild_environments bench-envs sdk-setup
+    start_cpu_log
     status=0
     # The container tests with podman: the gate's too, which ran with Docker Engine.
     run_tiers "((slow and not gate) or container) and not docker_engine and not gpu_image" "slow and not gate" || status=$?
@@ -455,6 +469,7 @@ case "$cmd" in
     # shellcheck disable=SC2046
     ( run_in_env python -m pytest -m "not gate and not gpu_image" tests/container/test_docker_engine.py \
       $(grep -v '^#' "$ROOT/tests/container/docker_tier.txt") ) || status=$?
+    cpu_log_summary
     exit "$status" ;;
   test-line) [ $# -ge 1 ] || { log "test-line 2.21 [ARGS]"; exit 2; }; test_line "$@" ;;
   test-fast) setup; run_in_env python -m pytest -m "not slow" "$@" ;;

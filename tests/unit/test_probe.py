@@ -29,6 +29,10 @@ def test_the_exchange_probe_runs_two_mpi_ranks_with_the_mode_s_settings(job, mod
     assert env.get("HOROVOD_CYCLE_TIME") == cycle_time and env["OMP_NUM_THREADS"] == "1"
     for name in env:  # each exported to both ranks
         assert command[command.index(name) - 1] == "-x"
+    # Over TCP on loopback only: on every interface, a bridge left down with an address (docker0)
+    # kept the ranks' all-reduce waiting forever.
+    options = " ".join(command)
+    assert "-mca btl tcp,self" in options and "-mca btl_tcp_if_include lo" in options
 
 
 @pytest.mark.parametrize("mode, roles", [

@@ -100,8 +100,10 @@ def exchange_command(job, mode: str, rank_cpus: int) -> tuple[list[str], dict]:
            "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
     command = ["mpirun", "--allow-run-as-root", "-np", str(PROBE_RANKS), "--host", f"localhost:{PROBE_RANKS}",
                "--bind-to", "none", *YIELD_WHEN_IDLE, "-mca", "btl_vader_single_copy_mechanism", "none",
-               # Over TCP, as ranks on different hosts talk: not through this machine's shared memory.
-               "-mca", "btl", "tcp,self"]
+               # Over TCP, as ranks on different hosts talk: not through this machine's shared memory;
+               # on loopback, which every machine has (on all interfaces, a bridge a container engine
+               # left down with an address, docker0, kept the ranks' all-reduce waiting forever).
+               "-mca", "btl", "tcp,self", "-mca", "btl_tcp_if_include", "lo"]
     for name in sorted(env):
         command += ["-x", name]
     return command + _rank_command(mode, rank_cpus), env
