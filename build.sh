@@ -26,7 +26,8 @@
 #   ./build.sh image-lock [2.14|2.21]  freeze the built CPU image's Python packages into its lock file
 #   ./build.sh line 2.21 CMD...  run CMD in the TensorFlow 2.21 line's environment (made once)
 #   ./build.sh push [--dry-run] [--account ID] [--region R] [--registry HOST] ...  tag and push (ECR)
-#   ./build.sh sdk-setup      the SageMaker Python SDK's venv for the container tests (prints its PATH)
+#   ./build.sh sdk-setup [2|3]  the SageMaker Python SDK's venv (major version 2, default, or 3) for
+#                             the container tests (prints its PATH)
 #   ./build.sh bench-envs     the environments of the benchmarks that run in their own (bench-envs/)
 #   ./build.sh preflight      say which engine answers, how it builds and what the SDK's local mode runs with;
 #                             prove that two containers on one network find each other by name
@@ -348,10 +349,15 @@ write_shim() {
 }
 
 sdk_setup() {
+  local major="${1:-2}" hash venv pins
+  case "$major" in
+    2) pins=sdk ;;  # requirements-sdk.txt: SDK 2.x (Estimator, TensorFlow(distribution=...))
+    3) pins=sdk3 ;;  # requirements-sdk3.txt: SDK 3.x (ModelTrainer)
+    *) log "sdk-setup [2|3]: the SDK's major version, not $major"; exit 2 ;;
+  esac
   "$ROOT/docker/engine.sh" setup
-  local hash venv
-  hash="$(cat "$ROOT/requirements-sdk.txt" "$ROOT/constraints-sdk.txt" | sha256sum | cut -c1-16)"
-  venv="$(keyed_venv sdk-venv "$hash" pip_install -c "$ROOT/constraints-sdk.txt" -r "$ROOT/requirements-sdk.txt")"
+  hash="$(cat "$ROOT/requirements-$pins.txt" "$ROOT/constraints-$pins.txt" | sha256sum | cut -c1-16)"
+  venv="$(keyed_venv "$pins-venv" "$hash" pip_install -c "$ROOT/constraints-$pins.txt" -r "$ROOT/requirements-$pins.txt")"
   mkdir -p "$venv/shims"
   # Replaced whole (another test process may be running a job through them), never half-written.
   if [ "$(engine)" = podman ]; then
@@ -446,7 +452,7 @@ case "$cmd" in
     [ $# -eq 0 ] && prebuild_images together
     setup
     if [ $# -gt 0 ]; then ( run_in_env python -m pytest "$@" ); exit; fi
-    prebuild_environments sdk-setup
+    prebuild_environments sdk-setup "sdk-setup 3"
     start_cpu_log
     status=0
     run_tiers "(gate or not slow) and not gpu_image" "gate or not slow" || status=$?
@@ -458,7 +464,7 @@ case "$cmd" in
     [ "$(engine)" = podman ] || log "a Docker daemon answers: the container tests run with docker, not podman"
     prebuild_images in-turn
     setup
-    prebuild_environments bench-envs sdk-setup
+    prebuild_environments bench-envs sdk-setup "sdk-setup 3"
     start_cpu_log
     status=0
     # The container tests with podman: the gate's too, which ran with Docker Engine.
@@ -478,7 +484,7 @@ case "$cmd" in
   image) image "$@" ;;
   image-lock) image_lock "$@" ;;
   line) [ $# -ge 2 ] || { log "line 2.21 CMD..."; exit 2; }; run_in_line "$@" ;;
-  sdk-setup) sdk_setup ;;
+  sdk-setup) sdk_setup "$@" ;;
   bench-envs) setup; for name in "$ROOT"/bench-envs/*.txt; do
                 case "$name" in *.horovod.txt) ;; *) bench_env "$(basename "$name" .txt)" >/dev/null ;; esac
               done ;;

@@ -67,23 +67,18 @@ def cpu_defaults(environ, num_cpus: int, num_physical_cores: int) -> dict[str, s
 NETWORK_INTERFACE = "SM_NETWORK_INTERFACE_NAME"
 
 
-def present_network_interfaces(folder: str = "/sys/class/net") -> list[str]:
-    try:
-        return sorted(name for name in os.listdir(folder) if name != "lo")
-    except OSError:
-        return []
+def network_interface_that_exists(environ, present: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """SM_NETWORK_INTERFACE_NAME where the one it names is not in this container and another
+    clearly is the job's (trainer.contract.network): ModelTrainer's MPI driver passes that
+    name to mpirun (`btl_tcp_if_include`). Nothing changes where the named interface exists
+    or the choice is not clear."""
+    from trainer.contract.network import choose_interface
 
-
-def network_interface_that_exists(environ, present: list[str]) -> dict[str, str]:
-    """SM_NETWORK_INTERFACE_NAME where the one it names is not in this container and exactly
-    one other is: SageMaker's local mode for ModelTrainer names SageMaker's interface
-    (ethwe) in containers whose only one is eth0, and its MPI driver passes that name to
-    mpirun (`btl_tcp_if_include`), which then finds no network. Nothing changes where
-    the named interface exists or the choice is not clear."""
     named = environ.get(NETWORK_INTERFACE)
-    if not named or named in present or len(present) != 1:
+    if not named:
         return {}
-    return {NETWORK_INTERFACE: present[0]}
+    choice = choose_interface(named, present, None, environ.get("SM_CURRENT_HOST", "this host"))
+    return {NETWORK_INTERFACE: choice.name} if choice.name != named else {}
 
 
 def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str = IMAGE_ENVIRONMENT) -> None:
@@ -96,6 +91,7 @@ def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str
                                                      else argv):
             return
         apply_image_environment(path, environ)
+        from trainer.contract.network import present_interfaces
         from trainer.cpu.settings import physical_cores
 
         allowed = os.sched_getaffinity(0)
@@ -103,7 +99,7 @@ def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str
         environ.update(derived)
         if derived:
             environ[DERIVED] = ",".join(sorted(derived))
-        environ.update(network_interface_that_exists(environ, present_network_interfaces()))
+        environ.update(network_interface_that_exists(environ, present_interfaces()))
     except Exception:  # a Python process of the image must start whatever happens here
         pass
     trust_for_a_model_trainer_driver(environ, list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv)

@@ -94,15 +94,22 @@ def one_host_on_planted(planted, tmp_path_factory):
     return run
 
 
+# What the first simulated host logs where resourceconfig.json names an interface it lacks.
+INTERFACE_CHOSEN = ("network: resourceconfig.json names the network interface ethwe, which host algo-1 does not have: "
+                    "using eth0, which holds algo-1's address 10.234.0.1")
+
 @pytest.mark.cores(2)  # a CPU of its own for each host
 def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
     """Each rank trains its own shard and the ranks average every 64 steps, each average sent
     while the next steps train: 5 epochs reach one host's eval AUC within 0.01, every epoch
-    ends where the shards do (each host's 60,000 records: 235 batches), rank 0 exports."""
+    ends where the shards do (each host's 60,000 records: 235 batches), rank 0 exports.
+    resourceconfig.json names SageMaker's ethwe, as ModelTrainer's local mode does, on hosts
+    that have eth0 only: MPI talks over eth0, which holds the host's address."""
     channels = {"training": planted["train"], "evaluation": planted["eval"]}
     two = run_local(tmp_path, channels, {"num_epochs": "5", "distribution": "local_sgd"}, hosts=2, host_cpus=1,
-                    timeout=CLUSTER_TIMEOUT_SEC)
+                    timeout=CLUSTER_TIMEOUT_SEC, network_interface="ethwe")
     assert two.exit_code == 0 and two.succeeded, two.log[-5000:]
+    assert INTERFACE_CHOSEN in two.log and "btl_tcp_if_include eth0" in two.log, two.log[-5000:]
     assert two.metrics["distribution"] == "local_sgd" and two.metrics["world_size"] == 2
     # Rank 0's updates: its 60,000 records in 235 batches an epoch, each trained once.
     assert two.metrics["steps"] == 5 * 235, two.metrics
@@ -161,14 +168,15 @@ def test_parameter_servers_on_two_hosts_train_as_well_as_one_host(planted, one_h
 
 
 def test_horovod_on_two_hosts_of_two_ranks(aws_split, tmp_path):
-    """MPI across hosts on this machine: the first host's mpirun logs in to the second's sshd
-    with this job's key (each simulated host's ssh files apart), 4 ranks train on their
+    """MPI across hosts on this machine, over eth0 where resourceconfig.json names ethwe: the
+    first host's mpirun logs in to the second's sshd with this job's key (each simulated host's ssh files apart), 4 ranks train on their
     quarters, evaluate sharded and rank 0 exports; no sshd or key folder is left. Before
     training, the first host logs what `trainer plan --probe` predicts for the job
     (probe_scaling), measured with real Horovod ranks on its CPUs."""
     hp = {"distribution": "horovod", "processes_per_host": "2", "log_steps": "4", "probe_scaling": "true"}
-    run = run_local(tmp_path, aws_split, hp, hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
+    run = run_local(tmp_path, aws_split, hp, hosts=2, timeout=CLUSTER_TIMEOUT_SEC, network_interface="ethwe")
     assert run.exit_code == 0 and run.succeeded, run.log[-5000:]
+    assert INTERFACE_CHOSEN in run.log and "btl_tcp_if_include eth0" in run.log, run.log[-5000:]
     [predicted] = [line for line in run.log.splitlines() if "probe_scaling: 2 hosts with horovod: predicted " in line]
     assert "x one host's " in predicted and "the exchange adds " in predicted, predicted
     assert run.log.index(predicted) < run.log.index("horovod rank 0 of 4"), "the prediction comes before training"

@@ -76,13 +76,15 @@ def test_cpu_settings_of_a_process_train_did_not_start(name):
 
 # SM_NETWORK_INTERFACE_NAME and the container's interfaces (loopback left out) -> what a
 # process that `train` did not start is given.
+ETH0, ETH1 = {"eth0": ("172.18.0.2",)}, {"eth1": ("10.0.0.2",)}
 INTERFACE_CASES = {
-    "ModelTrainer's local mode names SageMaker's ethwe; the container has eth0": ("ethwe", ["eth0"], "eth0"),
-    "on SageMaker: ethwe exists": ("ethwe", ["ethwe"], "ethwe"),
-    "named and present among several": ("eth1", ["eth0", "eth1"], "eth1"),
-    "absent, and several others: no clear choice": ("ethwe", ["eth0", "eth1"], "ethwe"),
-    "no interface at all": ("ethwe", [], "ethwe"),
-    "not set": (None, ["eth0"], None),
+    "ModelTrainer's local mode names SageMaker's ethwe; the container has eth0": ("ethwe", ETH0, "eth0"),
+    "on SageMaker: ethwe exists": ("ethwe", {"ethwe": ("10.0.0.9",)}, "ethwe"),
+    "named and present among several": ("eth1", {**ETH0, **ETH1}, "eth1"),
+    "absent, and several others: no clear choice": ("ethwe", {**ETH0, **ETH1}, "ethwe"),
+    "absent; one other has an address, one has none": ("ethwe", {**ETH0, "tunl0": ()}, "eth0"),
+    "no interface at all": ("ethwe", {}, "ethwe"),
+    "not set": (None, ETH0, None),
 }
 
 

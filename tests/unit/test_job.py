@@ -228,3 +228,67 @@ def test_a_channels_compression_and_record_wrapper(job_dir, settings, expected):
     assert (channel.compression, channel.record_wrapper) == expected
     # In Pipe mode SageMaker decompresses a Gzip channel; it wraps objects in RecordIO in Pipe mode only.
     assert not channel.is_gzip and channel.is_recordio_wrapped == (expected[1] == "RecordIO")
+
+
+def model_trainer_job(base, sourcecode: dict | str, distributed: dict | str | None = None, hyper=None):
+    """A job folder as ModelTrainer lays it out for SourceCode(..., command="train")."""
+    write(base, resource={**RESOURCE, "current_host": "algo-1"}, input={"training": {}, "code": {}, "sm_drivers": {}},
+          hyper=hyper or {})
+    drivers = base / "input" / "data" / "sm_drivers"
+    drivers.mkdir(parents=True)
+    (base / "input" / "data" / "code").mkdir()
+    (base / "input" / "data" / "code" / "train.py").write_text("import tensorflow as tf\nprint(tf.__version__)\n")
+    for name, value in (("sourcecode.json", sourcecode), ("distributed.json", distributed)):
+        if value is not None:
+            (drivers / name).write_text(value if isinstance(value, str) else json.dumps(value))
+
+
+SOURCE_CODE = {"source_dir": "/home/me/src", "requirements": None, "entry_script": "train.py", "command": "train",
+               "ignore_patterns": [".env"]}
+MPI = {"process_count_per_node": 2, "mpi_additional_options": ["-x", "NCCL_DEBUG=INFO"]}
+
+# distributed.json as ModelTrainer writes it -> the SDK keys read
+MODEL_TRAINER_DISTRIBUTED = {
+    "no distributed=": ({}, {}),
+    "MPI(process_count_per_node=2, mpi_additional_options=[...])": (
+        MPI, {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2,
+              "sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=INFO"}),
+    "MPI(): the driver's default of one per GPU, ours of the plan": (
+        {"process_count_per_node": None, "mpi_additional_options": None}, {"sagemaker_mpi_enabled": True}),
+}
+
+
+@pytest.mark.parametrize("name", MODEL_TRAINER_DISTRIBUTED)
+def test_model_trainer_s_source_code_and_distributed_are_the_entry_point_and_sdk_keys(job_dir, name):
+    distributed, keys = MODEL_TRAINER_DISTRIBUTED[name]
+    model_trainer_job(job_dir, SOURCE_CODE, distributed)
+    job = read_job(str(job_dir))
+    assert job.entry_point.program == "train.py" and job.runs_script
+    assert job.entry_point.code_dir == str(job_dir / "input" / "data" / "code")
+    assert job.framework_params == keys
+
+
+def test_sagemaker_program_wins_over_model_trainer_s_entry_script(job_dir):
+    model_trainer_job(job_dir, SOURCE_CODE, MPI, hyper={"sagemaker_program": "other.py",
+                                                       "sagemaker_submit_directory": str(job_dir / "elsewhere"),
+                                                       "sagemaker_mpi_num_of_processes_per_host": "4"})
+    (job_dir / "elsewhere").mkdir()
+    (job_dir / "elsewhere" / "other.py").write_text("print(1)\n")
+    job = read_job(str(job_dir))
+    assert job.entry_point.program == "other.py" and job.framework_params["sagemaker_mpi_num_of_processes_per_host"] == 4
+
+
+@pytest.mark.parametrize("distributed, error", [
+    ({"process_count_per_node": 2, "smp": None}, "torchrun launches PyTorch; for TensorFlow use distributed=MPI"),
+    ('{"process_count_per_node": 2,', r"sm_drivers/distributed.json line 1: not JSON"),
+    ("[1]", r"sm_drivers/distributed.json: expected a JSON object, got list"),
+], ids=["Torchrun", "cut short", "not an object"])
+def test_model_trainer_s_distributed_we_cannot_run_is_refused_by_name(job_dir, distributed, error):
+    model_trainer_job(job_dir, SOURCE_CODE, distributed)
+    with pytest.raises(JobError, match=error):
+        read_job(str(job_dir))
+
+
+def test_model_trainer_without_an_entry_script_trains_the_built_in_model(job_dir):
+    model_trainer_job(job_dir, {**SOURCE_CODE, "entry_script": None})
+    assert read_job(str(job_dir)).entry_point is None

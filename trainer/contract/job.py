@@ -14,7 +14,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer.contract import model_trainer
 from trainer.contract.hyperparameters import SPEC_BY_NAME, Hyperparameters, parse_hyperparameters
+from trainer.contract.network import present_interfaces
 from trainer.cpu.settings import physical_cores
 from trainer.errors import JobError
 from trainer.contract.user_code import EntryPoint, locate
@@ -77,7 +79,7 @@ class Job:
     hosts: tuple[str, ...]
     current_host: str
     instance_type: str
-    network_interface: str
+    network_interface: str  # as resourceconfig.json names it (trainer.contract.network)
     num_cpus: int  # vCPUs this container may use
     num_physical_cores: int
     num_gpus: int
@@ -99,6 +101,10 @@ class Job:
     current_group: str = ""
     # The image's TensorFlow line (trainer.tf_line): what the planner may use (Horovod or not).
     tf_line: Line = field(default_factory=installed)
+    # This host's interfaces and their addresses (empty: not looked at), and the address its
+    # job name resolves to where that decides the interface (trainer.contract.network).
+    interfaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    own_address: str | None = None
 
     @property
     def host_index(self) -> int:
@@ -258,13 +264,17 @@ def _instance_groups(resource_config: dict, hosts: tuple[str, ...], rc_path: str
     return tuple(groups)
 
 
-def _entry_point(env) -> EntryPoint | None:
-    """sagemaker_program, located and classified (None: the built-in model)."""
+def _entry_point(env, data_dir: str) -> EntryPoint | None:
+    """sagemaker_program in its folder, else ModelTrainer's entry script in its code channel,
+    located and classified (None: the built-in model)."""
     user_program = env.user_entry_point if env.user_entry_point not in (None, "None") else None
+    code_dir = env.module_dir
+    if not user_program:
+        user_program, code_dir = model_trainer.entry_script(data_dir) or (None, None)
     if not user_program:
         return None
     kind = SPEC_BY_NAME["entry_point_kind"]
-    return locate(user_program, env.module_dir, kind.parse(env.hyperparameters.get(kind.name, kind.default)))
+    return locate(user_program, code_dir, kind.parse(env.hyperparameters.get(kind.name, kind.default)))
 
 
 def read_job(base_dir: str | None = None) -> Job:
@@ -285,10 +295,12 @@ def read_job(base_dir: str | None = None) -> Job:
         input_data_config=input_data_config or None,
         hyperparameters=raw_hyperparameters,
     )
-    entry_point = _entry_point(env)
+    data_dir = os.path.join(environment.input_dir, "data")
+    entry_point = _entry_point(env, data_dir)
     hyperparameters = parse_hyperparameters(env.hyperparameters, has_user_code=entry_point is not None,
                                             for_script=bool(entry_point and entry_point.is_script))
 
+    interfaces = present_interfaces()
     allowed_cpus = os.sched_getaffinity(0)
     num_cpus = int(os.environ.get("SM_NUM_CPUS", len(allowed_cpus)))
     model_dir = os.environ.get("SM_MODEL_DIR", environment.model_dir)
@@ -304,7 +316,8 @@ def read_job(base_dir: str | None = None) -> Job:
         num_gpus=int(os.environ.get("SM_NUM_GPUS", env.num_gpus)),
         channels=_channels(environment, input_data_config, os.path.join(environment.input_config_dir, "inputdataconfig.json")),
         hyperparameters=hyperparameters,
-        framework_params=dict(env.additional_framework_parameters),  # the sagemaker_* keys
+        # the sagemaker_* keys; ModelTrainer's distributed= where the job's own do not say
+        framework_params={**model_trainer.sdk_keys(data_dir), **env.additional_framework_parameters},
         model_dir=model_dir,
         output_dir=output_dir,
         output_data_dir=os.environ.get("SM_OUTPUT_DATA_DIR", os.path.join(output_dir, "data")),
@@ -313,4 +326,14 @@ def read_job(base_dir: str | None = None) -> Job:
         tensorboard_dir=tensorboard_dir_of(environment.input_config_dir, output_dir),
         instance_groups=instance_groups,
         current_group=str(resource_config.get("current_group_name", "") or ""),
+        interfaces=interfaces,
+        own_address=_own_address(current_host) if len(hosts) > 1 and env.network_interface_name not in interfaces
+        else None,
     )
+
+
+def _own_address(host: str) -> str | None:
+    """The address the host's job name resolves to (bounded; None: it does not resolve)."""
+    from trainer.launch.peers import resolve  # its bounded lookup, whose answers the job keeps
+
+    return resolve(host)

@@ -39,6 +39,8 @@ def run(job) -> dict | None:
         log.info("distribution: this host feeds the training hosts (%s), which plan their training", ", ".join(plan.hosts))
     else:
         log.info("distribution: %s", describe(plan, job.runs_script))
+    if plan.network_interface_why:
+        log.warning("network: %s", plan.network_interface_why)
     if len(plan.job_hosts) == 1:
         predict_scaling_if_asked(job, plan)
         return launch_host(job, plan, None)

@@ -111,7 +111,7 @@ def toolkit_runner(job, plan, ssh: ssh_trust.JobSsh) -> BoundedMasterRunner:
     options = " ".join((*cpu_binding(job, plan.processes_per_host).mca, mpi_options(job))).strip()
     return BoundedMasterRunner(
         rank_program(plan.launch.command), [], {**plan.launch.env, BASE_DIR_ENV: job.base_dir},
-        plan.processes_per_host, plan.leader, list(plan.hosts), options, job.network_interface,
+        plan.processes_per_host, plan.leader, list(plan.hosts), options, plan.network_interface,
         instance_type=job.instance_type, timeout_in_seconds=job.hyperparameters.peer_wait_sec, ssh=ssh)
 
 
@@ -125,5 +125,5 @@ def simulated_hosts_command(job, plan, files: ssh_trust.SshFiles) -> list[str]:
     assert tuple(command[-program:]) in (WORKER_COMMAND, SCRIPT_RANK_COMMAND), command
     yield_when_idle = [] if " ".join(YIELD_WHEN_IDLE) in " ".join(command) else list(YIELD_WHEN_IDLE)
     options = [*yield_when_idle, "-mca", "plm_rsh_args", " ".join(files.client_options()),
-               "-mca", "btl_tcp_if_include", job.network_interface, "-mca", "oob_tcp_if_include", job.network_interface]
+               "-mca", "btl_tcp_if_include", plan.network_interface, "-mca", "oob_tcp_if_include", plan.network_interface]
     return command[:-program] + options + command[-program:]

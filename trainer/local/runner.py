@@ -67,6 +67,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a heterogeneous cluster's instance groups, e.g. train=1,data=2:ml.c5.xlarge (TYPE: "
                              "--instance-type if left out); its hosts are numbered across the groups in this order, "
                              "and replace --hosts; say which train with --hp training_groups=NAME")
+    parser.add_argument("--network-interface-name", default="eth0", metavar="NAME",
+                        help="resourceconfig.json's network_interface_name (SageMaker names ethwe, as does "
+                             "ModelTrainer's local mode; each simulated host has eth0)")
     parser.add_argument("--host-cpus", type=int, default=0, metavar="N",
                         help="run each host on N CPUs of its own (host i on CPUs i*N .. i*N+N-1), as separate "
                              "instances would; 0: every host may use every CPU")
@@ -116,6 +119,7 @@ class LocalJob:
     channel_config: tuple = ()  # (name, key, value): CompressionType, RecordWrapperType
     groups: tuple = ()  # (name, count, instance type): a heterogeneous cluster's instance groups
     host_cpus: int = 0  # CPUs of each host's own (0: every host may use every CPU)
+    network_interface_name: str = "eth0"  # resourceconfig.json's
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -144,7 +148,8 @@ class LocalJob:
             raise SystemExit(f"trainer: --host-cpus {host_cpus} for {hosts} host(s) needs {host_cpus * hosts} CPUs; "
                              f"this process may use {len(os.sched_getaffinity(0))}")
         return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, hosts,
-                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups, host_cpus)
+                        frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups, host_cpus,
+                        getattr(args, "network_interface_name", "eth0"))
 
     def settings(self, channel: str) -> dict[str, str]:
         """The channel's CompressionType and RecordWrapperType."""
@@ -207,7 +212,7 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
         "current_instance_type": mine["instance_type"],
         "current_group_name": mine["instance_group_name"],
         "instance_groups": groups,
-        "network_interface_name": "eth0",
+        "network_interface_name": job.network_interface_name,
     })
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
         name: {"TrainingInputMode": input_mode,

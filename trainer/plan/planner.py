@@ -14,6 +14,7 @@ import os
 
 from trainer import modes
 from trainer.contract.channels import eval_channel_name, training_channels
+from trainer.contract.network import choose_interface
 from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
 from trainer.plan import groups, sdk
@@ -201,6 +202,9 @@ def _training_plan(job) -> Plan:
     scale = float(world * replicas if mode.synchronous else 1) if hp.scale_learning_rate else 1.0
     launch = mode.launch(job, layout.per_host)
     leader = job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None
+    interface = choose_interface(job.network_interface, job.interfaces, job.own_address, job.current_host)
+    if not interface.usable and launch.kind in MPI_KINDS and len(job.hosts) > 1:
+        raise JobError(f"{interface.why}; {mode.name} runs MPI between the job's hosts over it")
     return Plan(
         mode=mode.name, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
         input_mode=_input_mode(job, layout.channels), processes_per_host=layout.per_host, world_size=world,
@@ -215,4 +219,5 @@ def _training_plan(job) -> Plan:
         watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS,
         ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
         script_environment=(job.tf_line.script_environment(mode.keras_3_trains, job.entry_point.keras_3, os.environ)
-                            if job.runs_script else ()))
+                            if job.runs_script else ()),
+        network_interface=interface.name, network_interface_why=interface.why)

@@ -170,6 +170,10 @@ class Plan:
     # What a user's script's processes get on top of the toolkit's environment (tf.keras as
     # Keras 2 under parameter servers and multi-worker mirrored on a Keras 3 line; trainer.tf_line).
     script_environment: tuple[tuple[str, str], ...] = ()
+    # The interface MPI and the script are told (trainer.contract.network), and why it is not
+    # the one resourceconfig.json names ("" where it is).
+    network_interface: str = ""
+    network_interface_why: str = ""
 
     @property
     def job_hosts(self) -> tuple[str, ...]:

@@ -98,6 +98,7 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
     channels = [job.channels[name] for name in process.channels]
     values = {
         **env.to_env_vars(),
+        **({"SM_NETWORK_INTERFACE_NAME": plan.network_interface} if plan.network_interface else {}),
         # As AWS's TensorFlow toolkit sets them for every script (without its lookup of the
         # bucket's region: the job's region serves a bucket in it).
         **s3_environment(os.environ),
