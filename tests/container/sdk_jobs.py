@@ -1,5 +1,6 @@
 """Jobs through the SageMaker Python SDK in local mode, as users run them (the SDK in its own
-environment, `./build.sh sdk-setup`; `sdk/run_job.py` drives it), for the container tests:
+environment, `./build.sh sdk-setup [2|3]`; `sdk/run_job.py` drives SDK 2.x's estimators,
+`sdk/run_model_trainer.py` either SDK's ModelTrainer), for the container tests:
 run one, read how every host ended, and bring it down whatever happens. A test module
 imports the fixtures it uses from here (sdk_path, sdk_inputs)."""
 from __future__ import annotations
@@ -25,6 +26,15 @@ ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC = 180, 300
 @pytest.fixture(scope="session")
 def sdk_path(network_ready):
     done = subprocess.run(["./build.sh", "sdk-setup"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def sdk3_path(network_ready):
+    """The SDK's current major version, 3.x (ModelTrainer): `./build.sh sdk-setup 3`."""
+    done = subprocess.run(["./build.sh", "sdk-setup", "3"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 

@@ -15,7 +15,9 @@ import pytest
 
 from conftest import PROJECT_ROOT, run_local
 from sdk_jobs import ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members, sdk_job
-from sdk_jobs import sdk_path  # noqa: F401
+from sdk_jobs import sdk3_path, sdk_path  # noqa: F401
+from conftest import IMAGE, IMAGE_2_21
+from mnist_arrays import write_mnist_arrays
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 ROOT = pathlib.Path(PROJECT_ROOT)
@@ -31,8 +33,15 @@ def block(page: str, starts: str) -> str:
     return found[0]
 
 
+MODEL_TRAINER = "from sagemaker.train import ModelTrainer\nfrom sagemaker.train.configs import Compute, InputData"
 # (page, how the block starts) -> the test that runs it
 RUN_BY = {
+    ("README.md", MODEL_TRAINER + "\n"): "test_the_readme_model_trainer_algorithm_example",
+    ("README.md", MODEL_TRAINER + ", SourceCode\n"): "test_the_readme_model_trainer_script_example",
+    ("docs/sagemaker.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_example",
+    ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI"):
+        "test_the_model_trainer_hooks_example",
+    ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n"): "test_the_model_trainer_multi_worker_mirrored_example",
     ("README.md", "from sagemaker.estimator import Estimator"): "test_the_readme_algorithm_example",
     ("README.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_readme_script_example",
     ("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig"): "test_the_algorithm_example",
@@ -147,3 +156,79 @@ def test_the_hooks_example(sdk_path, tmp_path, bucket):
     # 4 ranks over 8,000 records: 2,000 each, 8 steps of 256 an epoch
     assert "world size 4" in log and "epoch=1 steps=8 " in log, log[-3000:]
     assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
+
+
+def run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code: str, image: str, timeout: float):
+    """A ModelTrainer example of the docs through SDK 3.x's local-container mode, in `tmp_path`
+    (its `src/`)."""
+    request.getfixturevalue("image_2_21" if image == IMAGE_2_21 else "image")
+    return sdk_job(sdk3_path, tmp_path, {"code": code, "image": image, "bucket": str(bucket),
+                                         "root": str(tmp_path / "job")}, timeout, driver="run_model_trainer_example.py")
+
+
+@pytest.mark.cores(2)
+def test_the_readme_model_trainer_algorithm_example(request, sdk3_path, tmp_path, bucket):
+    """The built-in model on 2 hosts, no code: auto's local SGD, over eth0 where local mode names ethwe."""
+    code = block("README.md", MODEL_TRAINER + "\n")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
+                                               TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "distribution: local_sgd (2 CPU hosts with the built-in DeepFM" in log, log[-3000:]
+    assert "epoch=3 " in log and "using eth0" in log, log[-3000:]
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+@pytest.mark.cores(2)
+def test_the_readme_model_trainer_script_example(request, sdk3_path, tmp_path, bucket):
+    """A Horovod script (src/train.py) with distributed=MPI(process_count_per_node=2) on 2
+    hosts: 4 ranks, 2 on each host, run by the image's train."""
+    source = tmp_path / "src"
+    shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
+    shutil.copy(source / "hvd_train.py", source / "train.py")
+    code = block("README.md", MODEL_TRAINER + ", SourceCode\n")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "--host algo-1:2,algo-2:2" in log and "Epoch 3/3" in log, log[-3000:]
+    assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
+
+
+@pytest.mark.cores(1)
+def test_the_model_trainer_algorithm_example(request, sdk3_path, tmp_path, bucket):
+    code = block("docs/sagemaker.md", MODEL_TRAINER + "\n")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
+                                               ONE_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "distribution: single" in log and "epoch=3 " in log, log[-3000:]
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+@pytest.mark.cores(2)
+def test_the_model_trainer_hooks_example(request, sdk3_path, tmp_path, bucket):
+    """my_model.py as the docs show it, as SourceCode's entry script: trained by the container
+    with Horovod, 2 hosts x 2 ranks."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
+    code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
+    assert "world size 4" in log and "epoch=3 " in log, log[-3000:]
+    assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
+
+
+@pytest.mark.cores(2)
+def test_the_model_trainer_multi_worker_mirrored_example(request, sdk3_path, tmp_path, bucket):
+    """A Keras 3 script (src/train.py: tests/scripts/aws_style/mnist_keras3.py) on 2 hosts,
+    with the TF_CONFIG `train` writes."""
+    source = tmp_path / "src"
+    source.mkdir()
+    shutil.copy(os.path.join(PROJECT_ROOT, "tests", "scripts", "aws_style", "mnist_keras3.py"), source / "train.py")
+    arrays = write_mnist_arrays(tmp_path / "mnist")["data"]
+    shutil.copytree(arrays, bucket / "mnist", dirs_exist_ok=True)  # s3://bucket/mnist/
+    code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
+                                               TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "distribution: multi_worker_mirrored" in log and log.count("epoch 2: loss=") == 2, log[-3000:]
+    assert '"environment": "cloud"' in log, log[-3000:]

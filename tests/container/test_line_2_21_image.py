@@ -24,13 +24,13 @@ def sdk_path(image_2_21, _sdk_path):
 @pytest.mark.cores(1)
 def test_what_a_script_finds_in_the_2_21_image(image_2_21):
     check = ("import importlib.util, keras, mpi4py, tensorflow as tf, tensorflow_io, tf_keras, sagemaker_tensorflow, "
-             "pandas, sklearn, cv2, tensorflow_datasets, sagemaker; "
+             "pandas, sklearn, cv2, tensorflow_datasets, sagemaker, sagemaker_tensorflow_container; "
              "print(tf.__version__, keras.__version__, tf_keras.__version__, tf.keras.__name__.split('.')[0]); "
              "print(importlib.util.find_spec('horovod'))")
     name = f"trainer-test-{uuid.uuid4().hex[:8]}"
     try:
         done = subprocess.run([image_2_21, "run", "--rm", "--name", name, "--network", "none", "--entrypoint", "bash",
-                               IMAGE_2_21, "-c", f"python -c \"{check}\" && python3 -m pip check && command -v train"],
+                               IMAGE_2_21, "-c", f"/opt/venv/bin/python -c \"{check}\" && python3 -m pip check && command -v train"],
                               capture_output=True, text=True, timeout=300)
     finally:
         remove_containers(image_2_21, name)

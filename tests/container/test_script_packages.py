@@ -41,7 +41,7 @@ def test_a_script_finds_the_packages_and_commands_of_awss_image(image, tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:] + failure_of(folder)
     out = done.stdout
     assert "sklearn auc 1.0" in out and "cv2 resize (2, 2)" in out
-    assert "text tokens [[b'split', b'these', b'words']]" in out
+    assert "text tokens [[b'split', b'these', b'words']]" in out and "aws toolkit sagemaker_tensorflow_container.training" in out
     assert "python runs" in out and "git version" in out and "aws-cli/1." in out + done.stderr
     assert "compiled extension says 42" in out
 

@@ -16,11 +16,13 @@ import tensorflow_datasets as tfds
 import tensorflow_hub
 import tensorflow_text
 from sagemaker.experiments import load_run  # noqa: F401 (Experiments, as AWS's examples use it)
+from sagemaker_tensorflow_container import training as aws_toolkit  # AWS's TensorFlow toolkit, as its image has it
 
 frame = pd.DataFrame({"label": [0, 1, 1, 0], "score": [0.1, 0.8, 0.7, 0.3]})
 print("sklearn auc", sklearn.metrics.roc_auc_score(frame.label, frame.score))
 print("cv2 resize", cv2.resize(np.zeros((4, 4), np.uint8), (2, 2)).shape)
 print("text tokens", tensorflow_text.WhitespaceTokenizer().tokenize(["split these words"]).to_list())
+print("aws toolkit", aws_toolkit.__name__)
 print("tfds", tfds.__version__, "hub", tensorflow_hub.__version__, "tf", tf.__version__)
 for command in (["python", "-c", "print('python runs')"], ["git", "--version"], ["aws", "--version"]):
     print(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip())
