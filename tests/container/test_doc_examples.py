@@ -42,7 +42,6 @@ RUN_BY = {
     ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI"):
         "test_the_model_trainer_hooks_example",
     ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n"): "test_the_model_trainer_multi_worker_mirrored_example",
-    ("README.md", "from sagemaker.estimator import Estimator"): "test_the_readme_algorithm_example",
     ("README.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_readme_script_example",
     ("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig"): "test_the_algorithm_example",
     ("docs/sagemaker.md", "# my_model.py"): "test_the_hooks_example",
@@ -93,24 +92,6 @@ def assert_metrics_found(definitions: list[dict], log: str) -> None:
     for definition in definitions:
         values = re.findall(definition["Regex"], log)
         assert values and all(float(v) >= 0 for v in values), definition
-
-
-@pytest.mark.cores(2)  # hosts training together in containers run alone: beside another job, a worker lost its peers once
-def test_the_readme_algorithm_example(sdk_path, tmp_path, bucket):
-    """Two ml.c5.4xlarge hosts in Pipe mode with a checkpoint URI, no distribution: local
-    mode has neither Pipe mode nor checkpoint_s3_uri, so the same job runs through
-    `trainer local`: local SGD over Horovod's ranks, auto's choice for CPU hosts training the
-    built-in model, each host's rank reading its FIFO."""
-    code = block("README.md", "from sagemaker.estimator import Estimator")
-    result, log, _ = run_example(sdk_path, tmp_path, bucket, code, ONE_HOST_TIMEOUT_SEC)
-    settings = result.get("trainer_local")
-    assert settings, (result, log[-3000:])
-    assert settings["lacks"] == ["Pipe mode", "checkpoint_s3_uri"]
-    assert (settings["instance_count"], settings["instance_type"], settings["input_mode"]) == (2, "ml.c5.4xlarge", "Pipe")
-    job_log = run_with_trainer_local(settings, tmp_path / "job")
-    assert "distribution: local_sgd (2 CPU hosts with the built-in DeepFM" in job_log
-    assert_metrics_found(settings["metric_definitions"], job_log)
-    assert os.listdir(tmp_path / "job" / "algo-1" / "checkpoints")  # what checkpoint_s3_uri is synced with
 
 
 @pytest.mark.cores(1)
