@@ -6,7 +6,7 @@ import pytest
 
 from trainer.contract.network import choose_interface, present_interfaces
 from trainer.errors import JobError
-from trainer.plan.planner import make_plan
+from trainer.plan.planner import make_plan, refuse_an_unusable_interface
 from test_planner import job
 
 ETH0 = {"eth0": ("172.18.0.2",)}
@@ -60,9 +60,11 @@ def test_the_plan_uses_and_says_the_interface_that_reaches_the_hosts():
 
 
 def test_mpi_across_hosts_with_no_usable_interface_ends_the_job_naming_it():
+    plan = make_plan(on(job(hosts=2, sdk=MPI_2), "ethwe", TWO, None))  # `trainer plan` shows it
+    assert not plan.network_interface_usable and "none of them holds" in plan.network_interface_why
     with pytest.raises(JobError, match=r"^resourceconfig.json names the network interface ethwe, which host algo-1 "
                                        r"does not have .*; horovod runs MPI between the job's hosts over it"):
-        make_plan(on(job(hosts=2, sdk=MPI_2), "ethwe", TWO, None))
+        refuse_an_unusable_interface(plan)  # on the job's host, before anything starts
 
 
 @pytest.mark.parametrize("the_job", [job(hosts=2, hp={"distribution": "parameter_server"}), job(sdk=MPI_2)],
@@ -70,3 +72,4 @@ def test_mpi_across_hosts_with_no_usable_interface_ends_the_job_naming_it():
 def test_a_plan_without_mpi_across_hosts_goes_on_with_the_named_one(the_job):
     plan = make_plan(on(the_job, "ethwe", TWO, None))
     assert plan.network_interface == "ethwe" and "none of them holds" in plan.network_interface_why
+    refuse_an_unusable_interface(plan)  # nothing to refuse

@@ -14,7 +14,7 @@ from trainer.errors import JobError, PeerLost, Stopped
 from trainer.launch import data_group, parameter_server, peers, supervise
 from trainer.script import launch as script_launch
 from trainer.script import stall
-from trainer.plan.planner import make_plan
+from trainer.plan.planner import make_plan, refuse_an_unusable_interface
 from trainer.plan.types import LaunchKind
 from trainer.report import EXIT_STOPPED, AlreadyReported, read_metrics
 
@@ -30,6 +30,7 @@ def run(job) -> dict | None:
     the process ends (end_with_the_job).
     """
     plan = make_plan(job)
+    refuse_an_unusable_interface(plan)
     log.info("%s", job.tf_line.describe())
     log.info("entry point: %s", plan.entry)
     if plan.data_service:

@@ -203,8 +203,6 @@ def _training_plan(job) -> Plan:
     launch = mode.launch(job, layout.per_host)
     leader = job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None
     interface = choose_interface(job.network_interface, job.interfaces, job.own_address, job.current_host)
-    if not interface.usable and launch.kind in MPI_KINDS and len(job.hosts) > 1:
-        raise JobError(f"{interface.why}; {mode.name} runs MPI between the job's hosts over it")
     return Plan(
         mode=mode.name, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
         input_mode=_input_mode(job, layout.channels), processes_per_host=layout.per_host, world_size=world,
@@ -220,4 +218,13 @@ def _training_plan(job) -> Plan:
         ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
         script_environment=(job.tf_line.script_environment(mode.keras_3_trains, job.entry_point.keras_3, os.environ)
                             if job.runs_script else ()),
-        network_interface=interface.name, network_interface_why=interface.why)
+        network_interface=interface.name, network_interface_why=interface.why,
+        network_interface_usable=interface.usable)
+
+
+def refuse_an_unusable_interface(plan: Plan) -> None:
+    """On the job's own host, before anything starts: MPI across hosts over an interface this
+    host does not have ends the job, naming it and what the host has. (`trainer plan` run
+    elsewhere only says so: the interfaces it sees are its own machine's.)"""
+    if not plan.network_interface_usable and plan.launch.kind in MPI_KINDS and len(plan.hosts) > 1:
+        raise JobError(f"{plan.network_interface_why}; {plan.mode} runs MPI between the job's hosts over it")

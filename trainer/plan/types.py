@@ -174,6 +174,7 @@ class Plan:
     # the one resourceconfig.json names ("" where it is).
     network_interface: str = ""
     network_interface_why: str = ""
+    network_interface_usable: bool = True  # False: named, absent, and no other clearly the job's
 
     @property
     def job_hosts(self) -> tuple[str, ...]:
