@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tarfile
 import time
+import uuid
 
 import pytest
 
@@ -82,6 +83,13 @@ def sdk_job(sdk_path, tmp_path, job, timeout, driver: str = "run_job.py"):
     exits = tmp_path / "compose-files.exits"  # every host's exit code, in the order they ended (sdk/compose.py)
     result["exits"] = [json.loads(line) for line in exits.read_text().splitlines()] if exits.exists() else []
     return result, log, time.monotonic() - started
+
+
+def model_trainer_root(tmp_path):
+    """A folder for ModelTrainer's local mode to keep a job in. Its docker-compose project is
+    named after the folder: a name of its own, or two jobs running side by side would share
+    containers (and one's start would stop the other's)."""
+    return tmp_path / f"job-{uuid.uuid4().hex[:8]}"
 
 
 def every_host_succeeded(result, log) -> None:

@@ -14,7 +14,8 @@ import shutil
 import pytest
 
 from conftest import PROJECT_ROOT, run_local
-from sdk_jobs import ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, saved_model_members, sdk_job
+from sdk_jobs import (ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_succeeded, model_trainer_root,
+                      saved_model_members, sdk_job)
 from sdk_jobs import sdk3_path, sdk_path  # noqa: F401
 from conftest import IMAGE, IMAGE_2_21
 from mnist_arrays import write_mnist_arrays
@@ -144,7 +145,8 @@ def run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code: str, i
     (its `src/`)."""
     request.getfixturevalue("image_2_21" if image == IMAGE_2_21 else "image")
     return sdk_job(sdk3_path, tmp_path, {"code": code, "image": image, "bucket": str(bucket),
-                                         "root": str(tmp_path / "job")}, timeout, driver="run_model_trainer_example.py")
+                                         "root": str(model_trainer_root(tmp_path))}, timeout,
+                   driver="run_model_trainer_example.py")
 
 
 @pytest.mark.cores(2)
