@@ -37,9 +37,9 @@ def block(page: str, starts: str) -> str:
 MODEL_TRAINER = "from sagemaker.train import ModelTrainer\nfrom sagemaker.train.configs import Compute, InputData"
 # (page, how the block starts) -> the test that runs it
 RUN_BY = {
-    ("README.md", MODEL_TRAINER + "\n"): "test_the_readme_model_trainer_algorithm_example",
+    ("README.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
     ("README.md", MODEL_TRAINER + ", SourceCode\n"): "test_the_readme_model_trainer_script_example",
-    ("docs/sagemaker.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_example",
+    ("docs/sagemaker.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
     ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI"):
         "test_the_model_trainer_hooks_example",
     ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n"): "test_the_model_trainer_multi_worker_mirrored_example",
@@ -149,15 +149,21 @@ def run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code: str, i
                    driver="run_model_trainer_example.py")
 
 
+# page -> what its ModelTrainer algorithm example runs: 2 hosts (auto's local SGD, over eth0
+# where local mode names ethwe) or 1 (one process)
+ALGORITHM_EXAMPLES = {"README.md": ("local_sgd (2 CPU hosts with the built-in DeepFM", TWO_HOST_TIMEOUT_SEC),
+                      "docs/sagemaker.md": ("single (1 host", ONE_HOST_TIMEOUT_SEC)}
+
+
 @pytest.mark.cores(2)
-def test_the_readme_model_trainer_algorithm_example(request, sdk3_path, tmp_path, bucket):
-    """The built-in model on 2 hosts, no code: auto's local SGD, over eth0 where local mode names ethwe."""
-    code = block("README.md", MODEL_TRAINER + "\n")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
-                                               TWO_HOST_TIMEOUT_SEC)
+@pytest.mark.parametrize("page", ALGORITHM_EXAMPLES)
+def test_the_model_trainer_algorithm_examples(request, sdk3_path, tmp_path, bucket, page):
+    """The built-in model with no code, the image and hyperparameters only, on the 2.21 image."""
+    distribution, timeout = ALGORITHM_EXAMPLES[page]
+    code = block(page, MODEL_TRAINER + "\n")
+    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21, timeout)
     every_host_succeeded(result, log)
-    assert "distribution: local_sgd (2 CPU hosts with the built-in DeepFM" in log, log[-3000:]
-    assert "epoch=3 " in log and "using eth0" in log, log[-3000:]
+    assert f"distribution: {distribution}" in log and "epoch=3 " in log, log[-3000:]
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 
@@ -173,16 +179,6 @@ def test_the_readme_model_trainer_script_example(request, sdk3_path, tmp_path, b
     every_host_succeeded(result, log)
     assert "--host algo-1:2,algo-2:2" in log and "Epoch 3/3" in log, log[-3000:]
     assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
-
-
-@pytest.mark.cores(1)
-def test_the_model_trainer_algorithm_example(request, sdk3_path, tmp_path, bucket):
-    code = block("docs/sagemaker.md", MODEL_TRAINER + "\n")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
-                                               ONE_HOST_TIMEOUT_SEC)
-    every_host_succeeded(result, log)
-    assert "distribution: single" in log and "epoch=3 " in log, log[-3000:]
-    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 
 @pytest.mark.cores(2)
