@@ -140,10 +140,9 @@ def test_the_hooks_example(sdk_path, tmp_path, bucket):
     assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
 
 
-def run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code: str, image: str, timeout: float):
+def run_model_trainer_example(sdk3_path, tmp_path, bucket, code: str, image: str, timeout: float):
     """A ModelTrainer example of the docs through SDK 3.x's local-container mode, in `tmp_path`
-    (its `src/`)."""
-    request.getfixturevalue("image_2_21" if image == IMAGE_2_21 else "image")
+    (its `src/`), on `image` (which the test's fixtures built)."""
     return sdk_job(sdk3_path, tmp_path, {"code": code, "image": image, "bucket": str(bucket),
                                          "root": str(model_trainer_root(tmp_path))}, timeout,
                    driver="run_model_trainer_example.py")
@@ -157,39 +156,39 @@ ALGORITHM_EXAMPLES = {"README.md": ("local_sgd (2 CPU hosts with the built-in De
 
 @pytest.mark.cores(2)
 @pytest.mark.parametrize("page", ALGORITHM_EXAMPLES)
-def test_the_model_trainer_algorithm_examples(request, sdk3_path, tmp_path, bucket, page):
+def test_the_model_trainer_algorithm_examples(image_2_21, sdk3_path, tmp_path, bucket, page):
     """The built-in model with no code, the image and hyperparameters only, on the 2.21 image."""
     distribution, timeout = ALGORITHM_EXAMPLES[page]
     code = block(page, MODEL_TRAINER + "\n")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21, timeout)
+    result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE_2_21, timeout)
     every_host_succeeded(result, log)
     assert f"distribution: {distribution}" in log and "epoch=3 " in log, log[-3000:]
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 
 @pytest.mark.cores(2)
-def test_the_readme_model_trainer_script_example(request, sdk3_path, tmp_path, bucket):
+def test_the_readme_model_trainer_script_example(image, sdk3_path, tmp_path, bucket):
     """A Horovod script (src/train.py) with distributed=MPI(process_count_per_node=2) on 2
     hosts: 4 ranks, 2 on each host, run by the image's train."""
     source = tmp_path / "src"
     shutil.copytree(os.path.join(PROJECT_ROOT, "tests", "scripts"), source)
     shutil.copy(source / "hvd_train.py", source / "train.py")
     code = block("README.md", MODEL_TRAINER + ", SourceCode\n")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
+    result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "--host algo-1:2,algo-2:2" in log and "Epoch 3/3" in log, log[-3000:]
     assert any(name.endswith("saved_model.pb") for name in saved_model_members(result["model_data"]))
 
 
 @pytest.mark.cores(2)
-def test_the_model_trainer_hooks_example(request, sdk3_path, tmp_path, bucket):
+def test_the_model_trainer_hooks_example(image, sdk3_path, tmp_path, bucket):
     """my_model.py as the docs show it, as SourceCode's entry script: trained by the container
     with Horovod, 2 hosts x 2 ranks."""
     source = tmp_path / "src"
     source.mkdir()
     (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
     code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
+    result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
     assert "world size 4" in log and "epoch=3 " in log, log[-3000:]
@@ -197,7 +196,7 @@ def test_the_model_trainer_hooks_example(request, sdk3_path, tmp_path, bucket):
 
 
 @pytest.mark.cores(2)
-def test_the_model_trainer_multi_worker_mirrored_example(request, sdk3_path, tmp_path, bucket):
+def test_the_model_trainer_multi_worker_mirrored_example(image_2_21, sdk3_path, tmp_path, bucket):
     """A Keras 3 script (src/train.py: tests/scripts/aws_style/mnist_keras3.py) on 2 hosts,
     with the TF_CONFIG `train` writes."""
     source = tmp_path / "src"
@@ -206,7 +205,7 @@ def test_the_model_trainer_multi_worker_mirrored_example(request, sdk3_path, tmp
     arrays = write_mnist_arrays(tmp_path / "mnist")["data"]
     shutil.copytree(arrays, bucket / "mnist", dirs_exist_ok=True)  # s3://bucket/mnist/
     code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n")
-    result, log, _ = run_model_trainer_example(request, sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
+    result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
                                                TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "distribution: multi_worker_mirrored" in log and log.count("epoch 2: loss=") == 2, log[-3000:]

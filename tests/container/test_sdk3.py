@@ -17,15 +17,10 @@ from sdk_jobs import (ONE_HOST_TIMEOUT_SEC, TWO_HOST_TIMEOUT_SEC, every_host_suc
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
-IMAGES = {"2.14": ("image", IMAGE), "2.21": ("image_2_21", IMAGE_2_21)}
+# A test names the image fixtures it needs: it waits for their builds before it takes its cores.
+IMAGES = {"2.14": IMAGE, "2.21": IMAGE_2_21}
 # What `train` logs where resourceconfig.json names an interface the container lacks.
 ETHWE_TO_ETH0 = "network: resourceconfig.json names the network interface ethwe, which host algo-1 does not have: using eth0"
-
-
-def image_of(request, line: str) -> str:
-    fixture, image = IMAGES[line]
-    request.getfixturevalue(fixture)  # built (cached layers: seconds)
-    return image
 
 
 def model_trainer_job(sdk3_path, tmp_path, job, timeout):
@@ -46,11 +41,11 @@ def output_failure(result) -> str:
 
 @pytest.mark.cores(2)
 @pytest.mark.parametrize("line", ["2.21", "2.14"])
-def test_the_built_in_model_on_two_hosts_with_auto(request, sdk3_path, sdk_inputs, tmp_path, line):
+def test_the_built_in_model_on_two_hosts_with_auto(image, image_2_21, sdk3_path, sdk_inputs, tmp_path, line):
     """Algorithm mode: `ModelTrainer(training_image=..., hyperparameters=...)`, no source code.
     `auto` picks local SGD for two CPU hosts; its ranks talk over eth0."""
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
-        "image": image_of(request, line), "instance_count": 2, "inputs": sdk_inputs,
+        "image": IMAGES[line], "instance_count": 2, "inputs": sdk_inputs,
         "hyperparameters": {"num_epochs": 1, "log_steps": 10}}, timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "distribution: local_sgd" in log and "world size 2" in log, log[-4000:]
@@ -67,9 +62,9 @@ MODES = [("2.14", 1, "single"), ("2.14", 1, "tower"), ("2.14", 1, "mirrored"), (
 
 @pytest.mark.cores(2)
 @pytest.mark.parametrize("line, hosts, distribution", MODES, ids=[f"{m[2]} on {m[1]} host(s), {m[0]}" for m in MODES])
-def test_the_built_in_model_in_each_mode(request, sdk3_path, sdk_inputs, tmp_path, line, hosts, distribution):
+def test_the_built_in_model_in_each_mode(image, image_2_21, sdk3_path, sdk_inputs, tmp_path, line, hosts, distribution):
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
-        "image": image_of(request, line), "instance_count": hosts, "inputs": sdk_inputs,
+        "image": IMAGES[line], "instance_count": hosts, "inputs": sdk_inputs,
         "hyperparameters": {"num_epochs": 1, "log_steps": 10, "distribution": distribution}},
         timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
@@ -83,12 +78,12 @@ def mnist(tmp_path_factory):
 
 
 @pytest.mark.cores(2)
-def test_a_keras_3_script_with_multi_worker_mirrored_gets_its_tf_config_from_train(request, sdk3_path, mnist, tmp_path):
+def test_a_keras_3_script_with_multi_worker_mirrored_gets_its_tf_config_from_train(image_2_21, sdk3_path, mnist, tmp_path):
     """`SourceCode(..., command="train")` and the hyperparameter `distribution`: the script
     writes no TF_CONFIG of its own (it would only where none is given), `train` gives each
     host AWS's, and the CPU settings of its one process per host."""
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
-        "image": image_of(request, "2.21"), "instance_count": 2, "inputs": {"training": mnist},
+        "image": IMAGE_2_21, "instance_count": 2, "inputs": {"training": mnist},
         "source_dir": os.path.join(SCRIPTS, "aws_style"), "entry_script": "mnist_keras3.py", "command": "train",
         "hyperparameters": {"epochs": 2, "strategy": "mwms", "distribution": "multi_worker_mirrored"}},
         timeout=TWO_HOST_TIMEOUT_SEC)
@@ -102,11 +97,11 @@ def test_a_keras_3_script_with_multi_worker_mirrored_gets_its_tf_config_from_tra
 
 
 @pytest.mark.cores(2)
-def test_model_trainer_s_mpi_launches_its_ranks_on_every_host(request, sdk3_path, tmp_path):
+def test_model_trainer_s_mpi_launches_its_ranks_on_every_host(image, sdk3_path, tmp_path):
     """`distributed=MPI(process_count_per_node=2)` on 2 hosts: 4 ranks, two on each host (the
     SDK's own MPI driver would start 2 in all, both on the first host)."""
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
-        "image": image_of(request, "2.14"), "instance_count": 2, "mpi_processes_per_host": 2,
+        "image": IMAGE, "instance_count": 2, "mpi_processes_per_host": 2,
         "source_dir": os.path.join(SCRIPTS, "aws_style"), "entry_script": "hvd_ranks.py", "command": "train"},
         timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
@@ -117,9 +112,9 @@ def test_model_trainer_s_mpi_launches_its_ranks_on_every_host(request, sdk3_path
 
 
 @pytest.mark.cores(1)
-def test_a_failing_script_names_itself_its_rank_and_host_first(request, sdk3_path, sdk_inputs, tmp_path):
+def test_a_failing_script_names_itself_its_rank_and_host_first(image, sdk3_path, sdk_inputs, tmp_path):
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
-        "image": image_of(request, "2.14"), "instance_count": 1, "inputs": sdk_inputs,
+        "image": IMAGE, "instance_count": 1, "inputs": sdk_inputs,
         "source_dir": SCRIPTS, "entry_script": "keras_train.py", "command": "train",
         "hyperparameters": {"fail_with": "the data has no label column"}}, timeout=ONE_HOST_TIMEOUT_SEC)
     # Local mode does not tell a failed job (docker-compose ends 0): its host's exit code does.
