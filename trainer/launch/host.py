@@ -40,7 +40,7 @@ def run(job) -> dict | None:
         log.info("distribution: this host feeds the training hosts (%s), which plan their training", ", ".join(plan.hosts))
     else:
         log.info("distribution: %s", describe(plan, job.runs_script))
-    if plan.network_interface_why:
+    if plan.network_interface_why and len(plan.job_hosts) > 1:  # one host's processes talk over no interface
         log.warning("network: %s", plan.network_interface_why)
     if len(plan.job_hosts) == 1:
         predict_scaling_if_asked(job, plan)
