@@ -42,7 +42,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
 # openssh-server: MPI across `trainer local` hosts (each simulated host runs its own sshd for
 # the job; the package's own service is not used).
-APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake iproute2 openssh-server)
+APT_PACKAGES=(openmpi-bin libopenmpi-dev g++ make cmake patch iproute2 openssh-server)
 # Horovod is compiled against the TensorFlow in the venv and the system OpenMPI.
 HOROVOD_BUILD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
                    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
@@ -98,24 +98,35 @@ install_venv() {
 # Horovod compiled against the pinned TensorFlow and the system OpenMPI, once: a wheel kept
 # by the pins it was built with, which a new environment with the same pins (and `bench
 # scripts`' environment) installs instead of compiling it again (minutes on 2 cores).
-# `venv` has the TensorFlow to build against. Prints the wheel's path.
+# horovod_wheel VENV [LINE]: VENV has the TensorFlow to build against; LINE 2.21 builds
+# Horovod's source with the project's patch for that TensorFlow (docker/horovod-tf2.21.patch).
+# Prints the wheel's path.
 horovod_wheel() {
-  local venv="$1" key dir
+  local venv="$1" line="${2:-2.14}" key dir constraints="$ROOT/constraints.txt" patch=/dev/null source
+  if [ "$line" = 2.21 ]; then constraints="$ROOT/constraints-2.21.txt"; patch="$ROOT/docker/horovod-tf2.21.patch"; fi
   key="$({ cat "$ROOT/requirements-horovod.txt" "$ROOT/docker/horovod-cmake"
-           grep -i '^intel.tensorflow==' "$ROOT/constraints.txt"
+           grep -i '^intel.tensorflow==\|^tensorflow.cpu==' "$constraints"
            "$PYTHON" -c 'import sys; print(sys.version)'
-           printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; } | sha256sum | cut -c1-16)"
+           printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; cat "$patch"; } | sha256sum | cut -c1-16)"
   dir="$CACHE_DIR/wheels/horovod-$key"
   if ! ls "$dir"/horovod-*.whl >/dev/null 2>&1; then
     log "compiling Horovod against TensorFlow (a few minutes, once for these pins)"
-    rm -rf "$dir.tmp"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    source=(-r "$ROOT/requirements-horovod.txt")
+    if [ "$patch" != /dev/null ]; then  # its source, patched
+      "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        -r "$ROOT/requirements-horovod.txt" -d "$dir.tmp/source" >&2
+      tar -xzf "$dir.tmp"/source/horovod-*.tar.gz -C "$dir.tmp/source"
+      patch -s -p1 -d "$dir.tmp"/source/horovod-*/ < "$patch" >&2
+      source=("$(echo "$dir.tmp"/source/horovod-*/)")
+    fi
     # Horovod's setup.py must see TensorFlow, so no build isolation; no wheel from pip's cache,
     # which does not know these flags; MAKEFLAGS bounds the compiler's memory (its default -j8
     # needs ~1.6 GB per job).
     env "${HOROVOD_BUILD_ENV[@]}" HOROVOD_CMAKE="$ROOT/docker/horovod-cmake" MAKEFLAGS="-j$(nproc)" \
       "$venv/bin/pip" wheel --quiet --disable-pip-version-check --no-cache-dir --no-deps --no-build-isolation \
-      -c "$ROOT/constraints.txt" -r "$ROOT/requirements-horovod.txt" -w "$dir.tmp" >&2
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+      -c "$constraints" "${source[@]}" -w "$dir.tmp" >&2
+    rm -rf "$dir.tmp/source" "$dir" && mv "$dir.tmp" "$dir"
   fi
   ls "$dir"/horovod-*.whl
 }
@@ -297,16 +308,19 @@ line_env() {
   local line="$1" hash venv
   [ "$line" = 2.21 ] || { log "line: 2.21 (the 2.14 line's environment is ./build.sh setup's)"; exit 2; }
   hash="$({ cat "$ROOT/requirements-$line.txt" "$ROOT/constraints-$line.txt" "$ROOT/requirements-dev.txt" \
-              "$ROOT/container/tensorflow-name.py"; "$PYTHON" -c 'import sys; print(sys.version)'; } \
-          | sha256sum | cut -c1-16)"
+              "$ROOT/container/tensorflow-name.py" "$ROOT/requirements-horovod.txt" "$ROOT/docker/horovod-cmake" \
+              "$ROOT/docker/horovod-tf$line.patch"; "$PYTHON" -c 'import sys; print(sys.version)'
+            printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; } | sha256sum | cut -c1-16)"
   venv="$(keyed_venv "line-$line" "$hash" install_line "$line")"
   if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" >&2
     # `from sagemaker_tensorflow import PipeModeDataset`, as in the 2.21 image (container/).
-    ln -sfn "$ROOT/container/sagemaker_tensorflow" \
-      "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/sagemaker_tensorflow"
+    ln -sfn "$ROOT/container/sagemaker_tensorflow" "$(echo "$venv"/lib/python3*/site-packages)/sagemaker_tensorflow"
     echo "$ROOT" > "$venv/.project-root"
   fi
+  # Keras 3's fit under multi-worker mirrored, fixed as in the image (trainer.script.keras_multi_worker_fit).
+  cmp -s "$ROOT/container/trainer-keras-fit.pth" "$venv"/lib/python3*/site-packages/trainer-keras-fit.pth \
+    || cp "$ROOT/container/trainer-keras-fit.pth" "$venv"/lib/python3*/site-packages/
   echo "$venv/bin/python"
 }
 
@@ -317,6 +331,7 @@ install_line() {
   "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/requirements-$line.txt")"
   "$venv/bin/python" "$ROOT/container/tensorflow-name.py"
   "${pip[@]}" -r "$ROOT/requirements-$line.txt" -r "$ROOT/requirements-dev.txt"
+  "${pip[@]}" "$(horovod_wheel "$venv" "$line")"
 }
 
 # The tests of a line's tier file (tests/line_2.21_tier.txt) in that line's environment.

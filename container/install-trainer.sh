@@ -12,3 +12,7 @@ site_packages="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["pure
 echo 'import trainer.image_environment as _trainer_image; _trainer_image.at_python_start()' \
   > "$site_packages/trainer-image-environment.pth"
 env -i PATH="$PATH" python3 -c 'import os; assert os.environ["KMP_BLOCKTIME"] == "1", dict(os.environ)'
+# Keras 3's fit under MultiWorkerMirroredStrategy, fixed in every process that imports it
+# (trainer.script.keras_multi_worker_fit).
+cp /opt/container/trainer-keras-fit.pth "$site_packages/"
+python3 -c 'import sys, trainer.script.keras_multi_worker_fit as fit; assert any(isinstance(f, fit._FixAfterImport) for f in sys.meta_path)'

@@ -1,10 +1,10 @@
 """The TensorFlow line this environment runs, and everything that differs between the lines.
 
 The image comes in two lines (docs/image.md): 2.14 (intel-tensorflow, Keras 2 as tf.keras,
-Horovod, AWS's PipeModeDataset) and 2.21 (stock TensorFlow, Keras 3, tf-keras beside it, no
-Horovod: it does not build against TensorFlow >= 2.19). The rest of the package asks this
-module, never TensorFlow's version, what the line has. It reads installed packages' metadata
-only: planning must not load TensorFlow.
+Horovod, AWS's PipeModeDataset) and 2.21 (stock TensorFlow, Keras 3, tf-keras beside it,
+Horovod built against it with the project's patch, docker/horovod-tf2.21.patch). The rest of
+the package asks this module, never TensorFlow's version, what the line has. It reads
+installed packages' metadata only: planning must not load TensorFlow.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 class Line:
     name: str  # the image tag's prefix: 2.14-cpu, 2.21-cpu
     keras: str  # what `import keras` and tf.keras give a script
-    horovod: bool
     keras_3: bool  # a script's `import keras` is Keras 3
     # intel-tensorflow runs oneDNN on Intel OpenMP (the OMP_*/KMP_* variables act); stock
     # TensorFlow runs it on its own thread pool (only the intra/inter-op thread counts act).
@@ -37,15 +36,15 @@ class Line:
                    else "oneDNN on TensorFlow's thread pool (the intra/inter-op thread counts act)")
         own = "tf-keras (Keras 2)" if self.own_model_environment else "Keras 2"
         return (f"TensorFlow {self.name} line: TensorFlow {tensorflow_version()}, {threads}; scripts get "
-                f"{self.keras}; the built-in model and hooks run on {own}; Horovod "
-                f"{'installed' if self.horovod else 'not on this line'}")
+                f"{self.keras}; the built-in model and hooks run on {own}; Horovod {installed_version('horovod')}")
 
     def script_environment(self, keras_3_trains: bool, uses_keras_3: str, environ) -> tuple[tuple[str, str], ...]:
         """What a user's script's processes get from the line: tf.keras as tf-keras (Keras 2)
-        where the mode's strategy cannot train Keras 3's fit, unless the script uses what only
-        Keras 3 has (`uses_keras_3`: where) or the job set the switch itself (`environ`: the
-        container's environment, where the SDK's `environment=` lands). `import keras` stays
-        Keras 3 either way: the switch changes tf.keras alone."""
+        where Keras 3 cannot train it (`keras_3_trains`: its mode's strategy, Horovod's Keras
+        API), unless the script uses what only Keras 3 has (`uses_keras_3`: where) or the job
+        set the switch itself (`environ`: the container's environment, where the SDK's
+        `environment=` lands). `import keras` stays Keras 3 either way: the switch changes
+        tf.keras alone."""
         if self.keras_3 and not keras_3_trains and not uses_keras_3 and LEGACY_KERAS_ENV not in environ:
             return ((LEGACY_KERAS_ENV, "1"),)
         return ()
@@ -56,12 +55,20 @@ class Line:
 
 
 LINES = {
-    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", horovod=True, keras_3=False, openmp=True),
+    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", keras_3=False, openmp=True),
     "2.21": Line("2.21", keras="Keras 3 (tf.keras is Keras 3 unless TF_USE_LEGACY_KERAS=1 picks tf-keras)",
-                 horovod=False, keras_3=True, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
+                 keras_3=True, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
 }
 # The first TensorFlow release of each line: 2.16 made Keras 3 tf.keras.
 _FIRST_RELEASE = (((2, 16), "2.21"), ((0, 0), "2.14"))
+
+
+def installed_version(distribution: str) -> str:
+    """A distribution's installed version, or "not installed" (metadata only, no import)."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def tensorflow_version() -> str | None:

@@ -94,22 +94,59 @@ def test_a_tf_keras_parameter_server_script_runs_unchanged(aws_split, tmp_path):
                                                 ps_worker_grace_sec=5),
                     hosts=2, env=without_own_keras())
     assert run.exit_code == 0, run.log[-4000:]
-    assert "the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode" in run.log
+    assert "the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train under parameter_server" in run.log
     with open(os.path.join(tmp_path, "algo-1", "output", "data", "seen-master0.json")) as f:
         assert json.load(f)["tf_config"]["cluster"] == {
             "master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"], "worker": ["algo-2:2222"]}
     assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
 
 
-@pytest.mark.cores(1)
-def test_a_horovod_script_fails_before_it_starts_naming_the_line_to_use(aws_split, tmp_path):
-    run = run_local(tmp_path, aws_split, script("hvd_train.py", sagemaker_mpi_enabled="true",
-                                                sagemaker_mpi_num_of_processes_per_host=2))
-    assert run.exit_code != 0 and "starting 2 ranks" not in run.log, run.log[-3000:]
-    assert run.failure.splitlines()[0].startswith(
-        "entry point hvd_train.py: line 7: horovod imports Horovod, which this image's TensorFlow 2.21 line does "
-        "not have"), run.failure
-    assert "use the 2.14 image (tag 2.14-cpu or 2.14-gpu)" in run.failure
+def weights_of(log: str, count: int) -> list:
+    """What each process printed of its weights ("WEIGHTS <who> <json>"), `count` of them."""
+    found = [json.loads(printed) for printed in re.findall(r"WEIGHTS \S+ (.*)", log)]
+    assert len(found) == count, log[-4000:]
+    return found
+
+
+@pytest.mark.cores(2)
+@pytest.mark.parametrize("program, channels, keras", [
+    ("hvd_train.py", "aws_split", "the script's tf.keras is tf-keras (Keras 2: horovod.tensorflow.keras (its line 7) "
+                                  "wraps Keras 2's optimizers"),
+    ("hvd_keras3_train.py", "mnist", None),
+], ids=["horovod.tensorflow.keras with tf.keras", "horovod.tensorflow in a Keras 3 custom loop"])
+def test_a_horovod_script_on_two_ranks(program, channels, keras, request, tmp_path):
+    """Both kinds of Horovod script, unchanged, on this line's Horovod (built against its
+    TensorFlow): horovod.tensorflow.keras gets tf.keras as Keras 2, which its optimizer wrapper
+    needs; a Keras 3 custom loop keeps Keras 3. The ranks end with the same weights."""
+    run = run_local(tmp_path, request.getfixturevalue(channels),
+                    script(program, sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=2),
+                    env=without_own_keras())
+    assert run.exit_code == 0, run.log[-4000:]
+    assert "horovod (sagemaker_mpi_enabled: Horovod over MPI)" in run.log
+    distribution = re.search(r"distribution: (.*)", run.log).group(1)
+    assert (keras in distribution) if keras else ("tf-keras" not in distribution), distribution
+    first, second = weights_of(run.log, 2)
+    assert first == pytest.approx(second, rel=1e-6)
+    assert os.path.exists(os.path.join(run.job_dir, "model", "1", "saved_model.pb"))
+
+
+@pytest.mark.cores(2)
+def test_keras_3_fit_under_multi_worker_mirrored_trains_as_one_worker_on_the_global_batch(mnist, tmp_path):
+    """A Keras 3 `model.fit` under MultiWorkerMirroredStrategy on two hosts, which Keras 3 alone
+    cannot run (keras-team/keras#20585; trainer.script.keras_multi_worker_fit): both workers end
+    with the same weights, and with those of the same fit in one process on the global batch."""
+    program = script("keras3_fit_multi_worker.py", sagemaker_multi_worker_mirrored_strategy_enabled="true")
+    two = run_local(tmp_path / "two", mnist, program, hosts=2, env=without_own_keras())
+    assert two.exit_code == 0, two.log[-4000:]
+    assert "replicas=2 on algo-1" in two.log and "replicas=2 on algo-2" in two.log
+    one = run_local(tmp_path / "one", mnist, script("keras3_fit_multi_worker.py"), env=without_own_keras())
+    assert one.exit_code == 0, one.log[-4000:]
+    first, second = weights_of(two.log, 2)
+    (alone,) = weights_of(one.log, 1)
+    assert first == second
+    assert first["weights"] == pytest.approx(alone["weights"], rel=1e-4)
+    assert first["loss"] == pytest.approx(alone["loss"], rel=1e-4)
+    assert os.path.exists(os.path.join(two.job_dir, "model", "1", "saved_model.pb"))
 
 
 @pytest.mark.cores(1)

@@ -35,6 +35,7 @@ def main():
         if args.early_stopping_on_rank0:  # no epoch improves the loss by 10: stops after the second
             callbacks.append(tf.keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=10))
     model.fit(data, epochs=args.epochs, verbose=2 if hvd.rank() == 0 else 0, callbacks=callbacks)
+    print(f"WEIGHTS rank{hvd.rank()} {[float(abs(w).sum()) for w in model.get_weights()]}")
     if hvd.rank() == 0:
         # Horovod's allreduce ops live in the optimizer, which serving does not need.
         model.save(os.path.join(os.environ["SM_MODEL_DIR"], "1"), include_optimizer=False)

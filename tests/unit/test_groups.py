@@ -105,14 +105,11 @@ def test_a_data_host_serves_and_follows_the_first_training_host():
 @pytest.mark.parametrize("line, mode, why", [
     ("2.14", "local_sgd", "2 CPU hosts with the built-in DeepFM: local SGD, each host training on its own batches"),
     ("2.21", "local_sgd", "2 CPU hosts with the built-in DeepFM: local SGD, each host training on its own batches"),
-    ("2.21 (a table too large to average)", "multi_worker_mirrored",
-     "2 CPU hosts fed by a data group: multi_worker_mirrored (parameter servers read their input on each worker's "
-     "own host, which a data group cannot feed)"),
+    ("2.21 (a table too large to average)", "horovod", "2 CPU hosts: Horovod"),
 ])
 def test_auto_gives_cpu_hosts_fed_by_a_data_group_a_mode_that_reads_through_it(line, mode, why):
-    """On the 2.21 line with a table too large for local SGD to average, auto's choice for CPU
-    hosts, parameter servers, cannot read through a data group; multi-worker mirrored (2.21 has
-    no Horovod) trains instead."""
+    """What auto picks for CPU hosts reads through a data group: local SGD, and Horovod where
+    the table is too large to average."""
     table = {"feature_size": "2000000"} if "too large" in line else {}
     line = line.split()[0]
     fed = job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t", **table})

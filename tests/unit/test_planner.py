@@ -12,7 +12,7 @@ from trainer.launch.host import describe
 from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding
 from trainer.plan.planner import make_plan
 from trainer.plan.types import SshTrust
-from trainer.tf_line import LINES
+from trainer.tf_line import LEGACY_KERAS_ENV, LINES
 
 T, E = "training", "evaluation"
 
@@ -198,10 +198,8 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
     (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}), "local_sgd trains on CPU hosts; this job has GPUs: "
                                                               "use horovod"),
-    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}, line="2.21"),
-     "local_sgd trains on CPU hosts; this job has GPUs: use multi_worker_mirrored"),
     (job(gpus=2, hp={"distribution": "local_sgd"}, line="2.21"),
-     "local_sgd trains on CPU hosts; this job has GPUs: use mirrored"),
+     "local_sgd trains on CPU hosts; this job has GPUs: use horovod"),
     (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
@@ -228,19 +226,18 @@ def as_script(the_job):
     return dataclasses.replace(the_job, entry_point=EntryPoint("train.py", "/opt/ml/code", "script", "a script"))
 
 
-# The TensorFlow 2.21 line has no Horovod: what auto picks there instead, what it refuses.
+# Both lines have Horovod: auto picks alike on them.
 LINE_CASES = {
-    "2.21, 1 host, 4 GPUs: mirrored over them": (job(gpus=4, line="2.21"), ("mirrored", 1, 1, 4)),
-    "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
-                                                        ("multi_worker_mirrored", 1, 2, 1)),
-    "2.21, 2 CPU hosts: local SGD, as on 2.14 (MPI, no Horovod)": (job(hosts=2, line="2.21"), ("local_sgd", 1, 2, 1)),
-    "2.21, 2 CPU hosts, a table too large to average: parameter servers (horovod on 2.14)": (
-        job(hosts=2, line="2.21", hp={"feature_size": "2000000"}), ("parameter_server", 1, 2, 1)),
-    "2.14, 2 CPU hosts: local SGD": (job(hosts=2), ("local_sgd", 1, 2, 1)),
-    "2.21, 1 CPU host: single": (job(line="2.21"), ("single", 1, 1, 1)),
-    "2.21, a script with the SDK's MPI key: mpirun of the script (mpi4py)": (
-        as_script(job(sdk=MPI_2, line="2.21")), ("horovod", 2, 2, 1)),
-    "2.14, 1 host, 4 GPUs: horovod": (job(gpus=4), ("horovod", 4, 4, 1)),
+    f"{line}, {name}": (dataclasses.replace(the_job, tf_line=LINES[line]), expected)
+    for line in ("2.14", "2.21") for name, (the_job, expected) in {
+        "1 host, 4 GPUs: horovod": (job(gpus=4), ("horovod", 4, 4, 1)),
+        "2 hosts with GPUs: horovod": (job(hosts=2, gpus=1), ("horovod", 1, 2, 1)),
+        "2 CPU hosts: local SGD": (job(hosts=2), ("local_sgd", 1, 2, 1)),
+        "2 CPU hosts, a table too large to average: horovod": (job(hosts=2, hp={"feature_size": "2000000"}),
+                                                               ("horovod", 1, 2, 1)),
+        "1 CPU host: single": (job(), ("single", 1, 1, 1)),
+        "a script with the SDK's MPI key: mpirun of the script": (as_script(job(sdk=MPI_2)), ("horovod", 2, 2, 1)),
+    }.items()
 }
 
 
@@ -262,29 +259,36 @@ def test_a_keras_3_script_is_refused_on_the_2_14_line_naming_the_line_to_use():
     assert make_plan(dataclasses.replace(job(line="2.21"), entry_point=keras_3)).mode == "single"
 
 
-def test_a_horovod_script_is_refused_on_the_line_without_it_naming_the_line_to_use():
-    horovod = EntryPoint("train.py", "/opt/ml/code", "script", "a script", horovod="line 3: horovod")
+def test_a_horovod_script_for_standalone_keras_is_refused_on_the_keras_3_line_naming_what_to_use():
+    standalone = EntryPoint("train.py", "/opt/ml/code", "script", "a script", horovod="line 3: horovod",
+                            horovod_keras="line 3: horovod.keras")
     with pytest.raises(JobError) as error:
-        make_plan(dataclasses.replace(job(sdk=MPI_2, line="2.21"), entry_point=horovod))
+        make_plan(dataclasses.replace(job(sdk=MPI_2, line="2.21"), entry_point=standalone))
     assert str(error.value) == (
-        "entry point train.py: line 3: horovod imports Horovod, which this image's TensorFlow 2.21 line does not "
-        "have (Horovod does not build against TensorFlow 2.19 or later): use the 2.14 image (tag 2.14-cpu or "
-        "2.14-gpu), or on this one MultiWorkerMirroredStrategy (the SDK's distribution "
-        "multi_worker_mirrored_strategy) or mpi4py under mpirun (distribution mpi)")
-    assert make_plan(dataclasses.replace(job(sdk=MPI_2), entry_point=horovod)).mode == "horovod"
+        "entry point train.py: line 3: horovod.keras is Horovod's API for the standalone Keras 2 package, and "
+        "`import keras` on this image's TensorFlow 2.21 line is Keras 3, which Horovod does not support: use "
+        "horovod.tensorflow.keras with tf.keras (this container gives the script tf.keras as Keras 2, tf-keras), "
+        "horovod.tensorflow's DistributedGradientTape in a custom loop, or the 2.14 image (tag 2.14-cpu)")
+    assert make_plan(dataclasses.replace(job(sdk=MPI_2), entry_point=standalone)).mode == "horovod"
 
 
-@pytest.mark.parametrize("the_job, asked_by", [
-    (job(hp={"distribution": "horovod"}, line="2.21"), "hyperparameter 'distribution': horovod"),
-    (job(sdk=MPI_2, line="2.21"), "sagemaker_mpi_enabled"),
+@pytest.mark.parametrize("horovod_keras, keras_3, mode, switched", [
+    ("line 3: horovod.tensorflow.keras", "", MPI_2, "horovod.tensorflow.keras (its line 3) wraps Keras 2's optimizers"),
+    ("", "", MPI_2, ""),  # horovod.tensorflow in a custom loop: Keras 3 trains
+    ("", "", {"sagemaker_parameter_server_enabled": True}, "Keras 3's fit cannot train under parameter_server"),
+    ("", "", {"sagemaker_multi_worker_mirrored_strategy_enabled": True}, ""),  # fixed by the image
+    ("line 3: horovod.tensorflow.keras", "line 9: keras.ops", MPI_2, None),  # it asked for Keras 3: it keeps it
 ])
-def test_horovod_for_the_own_model_is_refused_on_the_line_without_it(the_job, asked_by):
-    with pytest.raises(JobError) as error:
-        make_plan(the_job)
-    message = str(error.value)
-    assert message.startswith(f"{asked_by}: horovod trains the container's own model with Horovod")
-    assert "TensorFlow 2.21 image does not have" in message and "2.14-cpu" in message
-    assert "multi_worker_mirrored" in message and "horovod," not in message
+def test_a_script_s_tf_keras_is_keras_2_on_the_keras_3_line_where_keras_3_cannot_train_it(
+        horovod_keras, keras_3, mode, switched, monkeypatch):
+    monkeypatch.delenv(LEGACY_KERAS_ENV, raising=False)
+    entry = EntryPoint("train.py", "/opt/ml/code", "script", "a script", keras_3=keras_3, horovod_keras=horovod_keras)
+    plan = make_plan(dataclasses.replace(job(hosts=2, sdk=mode, line="2.21"), entry_point=entry))
+    assert dict(plan.script_environment) == ({LEGACY_KERAS_ENV: "1"} if switched else {})
+    assert plan.script_keras_2_why == (switched or "")
+    if not keras_3:  # (a Keras 3 script is refused on the 2.14 line)
+        on_2_14 = make_plan(dataclasses.replace(job(hosts=2, sdk=mode), entry_point=entry))
+        assert on_2_14.script_environment == () and on_2_14.script_keras_2_why == ""
 
 
 @pytest.mark.parametrize("the_job, expected", [

@@ -231,19 +231,17 @@ def test_script_plan(name):
      "process(es) per host, world size 4, the script sets its own batch size and learning rate (scale them by "
      "TRAINER_LEARNING_RATE_SCALE=4, or kit.learning_rate)", "global batch"),
     (dataclasses.replace(script_job(hosts=2, sdk=MPI_2), tf_line=LINES["2.21"]), True,
-     "horovod (sagemaker_mpi_enabled: the script's ranks under mpirun (mpi4py; this line has no Horovod)); 2 "
-     "script process(es) per host", "Horovod over MPI"),
+     "horovod (sagemaker_mpi_enabled: Horovod over MPI); 2 script process(es) per host", "tf-keras"),
     (dataclasses.replace(script_job(hosts=2, sdk=PS), tf_line=LINES["2.21"]), True,
-     "the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode", "Horovod"),
+     "; the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train under parameter_server; `import "
+     "keras` stays Keras 3; TF_USE_LEGACY_KERAS=0 keeps tf.keras Keras 3)", "Horovod"),
     (dataclasses.replace(script_job(hosts=2, sdk=MWMS), tf_line=LINES["2.21"]), True,
-     "; the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode; `import keras` "
-     "stays Keras 3; TF_USE_LEGACY_KERAS=0 keeps tf.keras Keras 3)", "Horovod"),
-    (dataclasses.replace(script_job(hosts=2, sdk=MPI_2), tf_line=LINES["2.21"]), True, "mpi4py", "tf-keras"),
+     "multi_worker_mirrored (sagemaker_multi_worker_mirrored_strategy_enabled", "tf-keras"),
     (script_job(), True, "1 script process(es) per host, world size 1, the script sets its own batch size and "
      "learning rate (scale them by TRAINER_LEARNING_RATE_SCALE=1", "learning rate 0.001"),
     (job(hosts=2, sdk=MPI_2), False, "2 training process(es) per host, world size 4, global batch 1024, learning "
      "rate 0.004 (x4)", "TRAINER_LEARNING_RATE_SCALE"),
-], ids=["script-mpi", "script-mpi-2.21", "script-ps-2.21", "script-mwms-2.21", "script-mpi-2.21-keras",
+], ids=["script-mpi", "script-mpi-2.21", "script-ps-2.21", "script-mwms-2.21",
     "script-one-host", "built-in-mpi"])
 def test_the_logs_distribution_line_says_what_applies(the_job, runs_script, says, never, monkeypatch):
     """A script picks its own batch size and learning rate: its line says what it is given instead."""
@@ -501,3 +499,34 @@ def test_a_script_that_wrote_no_model_and_defines_hooks_is_told_how_to_train_the
     assert "the script wrote no model under SM_MODEL_DIR" in caplog.text
     assert ("my_model.py defines model_fn: if it is a module of hooks for the container to train, set the "
             "hyperparameter entry_point_kind=hooks" in caplog.text) == says_how
+
+
+KERAS_2_14_FAILURE = """Traceback (most recent call last):
+  File "/opt/ml/code/train.py", line 9, in <module>
+    model.fit(x, y)
+  File "/usr/local/lib/python3.10/dist-packages/keras/src/utils/traceback_utils.py", line 70, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+TypeError: 'str' object is not callable
+"""
+SCRIPT_S_OWN_FAILURE = """Traceback (most recent call last):
+  File "/opt/ml/code/train.py", line 9, in <module>
+    raise ValueError("bad data")
+ValueError: bad data
+"""
+
+
+@pytest.mark.parametrize("line, keras_module, output, hinted", [
+    ("2.14", "line 1: keras", KERAS_2_14_FAILURE, True),
+    ("2.14", "", KERAS_2_14_FAILURE, False),            # tf.keras only: written for Keras 2
+    ("2.14", "line 1: keras", SCRIPT_S_OWN_FAILURE, False),  # failed in its own code
+    ("2.21", "line 1: keras", KERAS_2_14_FAILURE, False),    # Keras 3 already
+])
+def test_a_keras_script_that_fails_inside_keras_2_is_pointed_to_the_2_21_image(line, keras_module, output, hinted):
+    from trainer.script.launch import keras_line_hint
+
+    entry = EntryPoint("train.py", "/opt/ml/code", "script", "a script", keras_module=keras_module)
+    the_job = dataclasses.replace(job(line=line), entry_point=entry)
+    hint = keras_line_hint(the_job, output)
+    assert hint == ("hint: train.py imports keras (line 1) and failed inside Keras, which on this image's "
+                    "TensorFlow 2.14 line is Keras 2.14 (tf.keras); a script written for Keras 3 (TensorFlow 2.16 "
+                    "or later) runs on the 2.21 image (tag 2.21-cpu)" if hinted else "")

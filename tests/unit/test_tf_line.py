@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from trainer.contract.user_code import horovod_use, keras_3_use
+from trainer.contract.user_code import horovod_keras_use, horovod_use, keras_3_use, keras_module_use
 from trainer.tf_line import LEGACY_KERAS_ENV, LINES, installed, line_of, tensorflow_version
 
 
@@ -22,15 +22,15 @@ def test_line_of_a_version(version, line):
     assert line_of(version).name == line
 
 
-def test_the_lines_differ_in_horovod_keras_and_openmp():
+def test_the_lines_differ_in_keras_and_openmp():
     old, new = LINES["2.14"], LINES["2.21"]
-    assert (old.horovod, old.keras_3, old.openmp, old.own_model_environment) == (True, False, True, ())
-    assert (new.horovod, new.keras_3, new.openmp) == (False, True, False)
+    assert (old.keras_3, old.openmp, old.own_model_environment) == (False, True, ())
+    assert (new.keras_3, new.openmp) == (True, False)
     assert dict(new.own_model_environment) == {LEGACY_KERAS_ENV: "1"}
 
 
 @pytest.mark.parametrize("line, keras_3_trains, uses_keras_3, environ, expected", [
-    ("2.21", False, "", {}, {LEGACY_KERAS_ENV: "1"}),            # PS, MWMS: Keras 3's fit cannot train there
+    ("2.21", False, "", {}, {LEGACY_KERAS_ENV: "1"}),            # PS, Horovod's Keras API: Keras 3 cannot
     ("2.21", False, "", {LEGACY_KERAS_ENV: "0"}, {}),            # the job's own choice stands
     ("2.21", False, "", {LEGACY_KERAS_ENV: "1"}, {}),            # ... already set: nothing to add
     ("2.21", False, "line 3: keras.ops", {}, {}),                # a Keras 3 script keeps its Keras
@@ -93,3 +93,28 @@ def test_what_only_keras_3_has_is_found_with_its_line(source, found):
 ])
 def test_a_script_s_horovod_import_is_found_with_its_line(source, found):
     assert horovod_use(source) == found
+
+
+@pytest.mark.parametrize("source, found", [
+    ("import horovod.tensorflow.keras as hvd\n", "line 1: horovod.tensorflow.keras"),
+    ("import horovod.tensorflow as hvd\nfrom horovod.tensorflow.keras import callbacks\n",
+     "line 2: horovod.tensorflow.keras"),
+    ("import horovod.keras as hvd\n", "line 1: horovod.keras"),
+    ("from horovod.keras.callbacks import BroadcastGlobalVariablesCallback\n", "line 1: horovod.keras"),
+    ("import horovod.tensorflow as hvd\n", ""),  # DistributedGradientTape: any Keras
+    ("try:\n    import horovod.keras as hvd\nexcept ImportError:\n    hvd = None\n", ""),
+])
+def test_a_script_s_use_of_horovod_s_keras_apis_is_found_with_its_line(source, found):
+    assert horovod_keras_use(source) == found
+
+
+@pytest.mark.parametrize("source, found", [
+    ("import os\nimport keras\n", "line 2: keras"),
+    ("from keras import layers\n", "line 1: keras"),
+    ("from keras.layers import Dense\n", "line 1: keras"),
+    ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", ""),
+    ("from tensorflow import keras\n", ""),
+    ("import keras_hub\n", ""),
+])
+def test_a_script_s_import_of_keras_itself_is_found_with_its_line(source, found):
+    assert keras_module_use(source) == found

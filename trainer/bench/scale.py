@@ -71,13 +71,10 @@ def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]
 
 
 def predicted_modes(modes: list[str]) -> list[str]:
-    """Of `modes`, those `trainer plan --probe` predicts on this line (Horovod's where it has it)."""
-    from trainer import modes as all_modes
+    """Of `modes`, those `trainer plan --probe` predicts."""
     from trainer.cpu.probe import PREDICTED_MODES
-    from trainer.tf_line import installed
 
-    return [mode for mode in modes if mode in PREDICTED_MODES
-            and (installed().horovod or not all_modes.get(mode).needs_horovod)]
+    return [mode for mode in modes if mode in PREDICTED_MODES]
 
 
 def median_prediction(predictions: list[dict]) -> dict:

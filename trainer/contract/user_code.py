@@ -36,6 +36,8 @@ class EntryPoint:
     hooks: tuple[str, ...] = ()  # the hooks it defines (a script may define some too)
     keras_3: str = ""  # where it uses what only Keras 3 has ("line 12: keras.ops"), if it does
     horovod: str = ""  # where it imports Horovod unconditionally ("line 3: horovod"), if it does
+    horovod_keras: str = ""  # where it imports a Keras API of Horovod ("line 3: horovod.keras"), if it does
+    keras_module: str = ""  # where it imports Keras itself, not tf.keras ("line 2: keras"), if it does
 
     @property
     def path(self) -> str:
@@ -160,6 +162,22 @@ def horovod_use(source: str) -> str:
     return _first_use(source, ("horovod",), attributes=False)
 
 
+# Horovod's two Keras APIs: for tf.keras (Keras 2 only: its optimizer wrapper overrides Keras
+# 2's optimizer methods) and for the standalone Keras 2 package (`import keras`).
+HOROVOD_KERAS = ("horovod.tensorflow.keras", "horovod.keras")
+
+
+def horovod_keras_use(source: str) -> str:
+    """Where the source imports one of Horovod's Keras APIs ("line 3: horovod.keras"), or ""."""
+    return _first_use(source, HOROVOD_KERAS, attributes=False)
+
+
+def keras_module_use(source: str) -> str:
+    """Where the source imports the `keras` package itself ("line 2: keras"), or "": Keras 3 on
+    the 2.21 line, Keras 2.14 on the 2.14 line, where tf.keras is the same Keras."""
+    return _first_use(source, ("keras",), attributes=False)
+
+
 def _first_use(source: str, markers: tuple[str, ...], attributes: bool) -> str:
     """Where the source first names one of `markers` (modules, or their attributes when
     `attributes`: `tf.keras.ops` is `keras.ops`), outside `try` blocks for imports."""
@@ -201,7 +219,8 @@ def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
     with open(path, encoding="utf-8", errors="replace") as f:
         source = f.read()
     kind, why, hooks = classify_source(source, program)
-    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source), horovod_use(source))
+    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source), horovod_use(source),
+                      horovod_keras_use(source), keras_module_use(source))
 
 
 def locate(program: str, submit_directory: str, override: str = "auto") -> EntryPoint:

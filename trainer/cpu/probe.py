@@ -237,9 +237,6 @@ def scaling_of(job, plan) -> dict:
     mode = plan.mode if len(job.hosts) > 1 else multi_host_mode(job)
     if mode not in PREDICTED_MODES:
         raise JobError(f"--probe measures {', '.join(PREDICTED_MODES)}; this job runs {mode}")
-    if modes.get(mode).needs_horovod and not job.tf_line.horovod:
-        raise JobError(f"--probe measures {mode} with Horovod, which the {job.tf_line.name} line does not have: "
-                       "ask for multi_worker_mirrored or parameter_server (--hp distribution=...)")
     compute, cpus = one_host_compute(job, plan)
     hosts, batch = max(2, len(job.hosts)), job.hyperparameters.batch_size
     # Each rank on CPUs of its own, as many as a host's where this machine has twice them.

@@ -107,7 +107,7 @@ def describe(plan, runs_script: bool) -> str:
         what = (f"global batch {plan.global_batch_size}, learning rate {plan.learning_rate:g} "
                 f"(x{plan.learning_rate_scale:g})")
     binding = f"; ranks {plan.launch.cpu_binding}" if plan.launch.cpu_binding else ""
-    keras = ("; the script's tf.keras is tf-keras (Keras 2: Keras 3's fit cannot train in this mode; "
+    keras = (f"; the script's tf.keras is tf-keras (Keras 2: {plan.script_keras_2_why}; "
              "`import keras` stays Keras 3; TF_USE_LEGACY_KERAS=0 keeps tf.keras Keras 3)"
              if plan.script_environment else "")
     return (f"{plan.mode} ({plan.reason}); {processes}, world size {plan.world_size}, {what}; "

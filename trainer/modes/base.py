@@ -179,7 +179,6 @@ class Mode:
     compiles_with_xla = True  # jit_compile can compile its training step
     multi_step_calls = False  # steps_per_execution > 1 (a pass may end inside a call)
     has_leader = False  # on several hosts, the first host's end is the job's end
-    needs_horovod = False  # the container's own training in this mode imports Horovod
     mpi_ranks = False  # its processes are MPI's ranks, started by mpirun (else by the launcher, with TF_CONFIG)
     keras_3_trains = True  # Keras 3's fit trains under this mode's strategy
     pipe_mode_refusal: str | None = None  # why the container's own training cannot use Pipe mode here

@@ -84,18 +84,16 @@ class Horovod(Mode):
     compiles_with_xla = False  # Horovod's collectives have no XLA kernels
     multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
     has_leader = True  # the MPI master
-    needs_horovod = True  # a script launched by mpirun needs only MPI (mpi4py, or Horovod if it has it)
     mpi_ranks = True  # its processes are MPI's ranks, started by mpirun
 
     def requested(self, job) -> str | None:
         if not sdk.enabled(job, sdk.MPI):
             return None
-        return f"{sdk.MPI}: " + ("Horovod over MPI" if job.tf_line.horovod
-                                 else "the script's ranks under mpirun (mpi4py; this line has no Horovod)")
+        return f"{sdk.MPI}: Horovod over MPI"
 
     def suits(self, job) -> str | None:
         hosts, gpus = len(job.hosts), job.num_gpus
-        if job.runs_script or not job.tf_line.horovod:
+        if job.runs_script:
             return None
         if hosts == 1 and gpus > 1:
             return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"

@@ -90,7 +90,6 @@ class LocalSgd(Horovod):
     # the model by one rank's step, as a mean of their gradients does (at the unscaled rate two
     # hosts ended 2 epochs 0.04 below one host's eval AUC, bench scale).
     runs_scripts = False  # the container's own training only: a script brings its own loop
-    needs_horovod = False  # MPI alone (mpi4py), on either line
 
     def requested(self, job) -> str | None:
         return None

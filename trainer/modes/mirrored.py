@@ -21,9 +21,3 @@ class MirroredRuntime(ReplicaDevices):
 class Mirrored(ReplicasInOneProcess):
     name = "mirrored"
     runtime = MirroredRuntime
-
-    def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) > 1 or job.num_gpus < 2 or job.tf_line.horovod:
-            return None
-        return (f"1 host with {job.num_gpus} GPUs on the TensorFlow {job.tf_line.name} line, which has no "
-                "Horovod: one process, MirroredStrategy over the GPUs")

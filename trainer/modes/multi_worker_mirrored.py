@@ -82,9 +82,8 @@ class MultiWorkerMirrored(Mode):
     runtime = MultiWorkerMirroredRuntime
     precedence = 20
     sharded_evaluation = True
-    # Keras 3's fit cannot take this strategy's per-replica batches (keras-team/keras#20585):
-    # a tf.keras fit script needs tf-keras; custom loops and `import keras` are unaffected.
-    keras_3_trains = False
+    # Keras 3's fit trains under this strategy with the image's fix of keras-team/keras#20585
+    # (trainer.script.keras_multi_worker_fit): a script's tf.keras stays Keras 3, as in AWS's image.
     pipe_mode_refusal = ("multi_worker_mirrored needs File mode: its workers count their batches before "
                          "training to run equal steps; for Pipe mode use horovod")
 
@@ -92,12 +91,6 @@ class MultiWorkerMirrored(Mode):
         if sdk.enabled(job, sdk.MWMS):
             return f"{sdk.MWMS}: one worker per host, all-reduce across hosts"
         return None
-
-    def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) == 1 or not job.num_gpus or job.tf_line.horovod:
-            return None
-        return (f"{len(job.hosts)} hosts with {job.num_gpus} GPUs each on the TensorFlow {job.tf_line.name} line, "
-                "which has no Horovod: one worker per host, all-reduce across hosts")
 
     def tf_config(self, layout, host_index: int, local_rank: int) -> dict:
         if layout.job.runs_script:

@@ -22,7 +22,6 @@ from trainer.modes.addresses import with_addresses
 from trainer.modes.base import Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
-from trainer.plan.scaling import local_sgd_sends_less
 from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, PeerWait, Process
 
 log = logging.getLogger(__name__)
@@ -215,15 +214,6 @@ class ParameterServer(Mode):
         if sdk.enabled(job, sdk.PS) and len(job.hosts) > 1:
             return f"{sdk.PS}: one parameter server and one worker per host"
         return None
-
-    def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) == 1 or job.num_gpus or job.tf_line.horovod:
-            return None  # with Horovod on the line, Horovod suits CPU hosts better (its suits)
-        if local_sgd_sends_less(job):
-            return None  # local SGD suits them better, on either line (trainer.modes.local_sgd)
-        return (f"{len(job.hosts)} CPU hosts on the TensorFlow {job.tf_line.name} line, which has no Horovod: "
-                "parameter servers, one per host, with the embedding partitioned over them and each worker "
-                "stepping on its own (see P13 in docs/pitfalls.md)")
 
     def processes(self, layout) -> list[Process]:
         """A worker and a PS task on every host; for the container's own training, first the

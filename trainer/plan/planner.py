@@ -38,41 +38,31 @@ def choose_mode(job) -> tuple[Mode, str]:
             raise JobError(f"hyperparameter 'distribution': {chosen} builds the container's own model "
                            "in one process; a training script builds its own strategy: use "
                            f"{modes_that(lambda m: m.runs_scripts)}")
-        return _on_this_line(job, mode, f"hyperparameter 'distribution': {chosen}"), \
-            f"distribution={chosen} (hyperparameter)"
+        return mode, f"distribution={chosen} (hyperparameter)"
     for question in ("requested", "suits"):
         for mode in modes.all_modes():
             reason = getattr(mode, question)(job)
             if reason:
-                return _on_this_line(job, mode, reason.split(":")[0]), reason
+                return mode, reason
     raise JobError(f"no distribution mode suits {len(job.hosts)} host(s) with {job.num_gpus} GPU(s) each: "
                    "set the hyperparameter 'distribution'")
 
 
 def _refuse_a_script_for_another_line(job) -> None:
-    """A Keras 3 script on the line whose Keras is 2, or a Horovod script on the line without
-    Horovod, fails before it starts, naming the line."""
+    """A Keras 3 script on the line whose Keras is 2, or a script of Horovod's standalone-Keras
+    API on a line whose `import keras` is Keras 3, fails before it starts, naming the line and
+    what to use."""
     entry = job.entry_point
     if job.runs_script and entry.keras_3 and not job.tf_line.keras_3:
         raise JobError(f"entry point {entry.program}: {entry.keras_3} is Keras 3's, written for TensorFlow 2.16 or "
                        f"later; this image's TensorFlow {job.tf_line.name} line runs {job.tf_line.keras}: use the "
                        "2.21 image (tag 2.21-cpu)")
-    if job.runs_script and entry.horovod and not job.tf_line.horovod:
-        raise JobError(f"entry point {entry.program}: {entry.horovod} imports Horovod, which this image's TensorFlow "
-                       f"{job.tf_line.name} line does not have (Horovod does not build against TensorFlow 2.19 or "
-                       "later): use the 2.14 image (tag 2.14-cpu or 2.14-gpu), or on this one "
-                       "MultiWorkerMirroredStrategy (the SDK's distribution multi_worker_mirrored_strategy) or "
-                       "mpi4py under mpirun (distribution mpi)")
-
-
-def _on_this_line(job, mode: Mode, asked_by: str) -> Mode:
-    """The mode, if the image's TensorFlow line can run it for this job."""
-    if mode.needs_horovod and not job.runs_script and not job.tf_line.horovod:
-        raise JobError(f"{asked_by}: {mode.name} trains the container's own model with Horovod, which the "
-                       f"TensorFlow {job.tf_line.name} image does not have (Horovod does not build against "
-                       "TensorFlow 2.19 or later): use the 2.14 image (tag 2.14-cpu or 2.14-gpu), or "
-                       f"{modes_that(lambda m: not m.needs_horovod and m.name != 'single')} on this one")
-    return mode
+    if job.runs_script and entry.horovod_keras.endswith(": horovod.keras") and job.tf_line.keras_3:
+        raise JobError(f"entry point {entry.program}: {entry.horovod_keras} is Horovod's API for the standalone "
+                       f"Keras 2 package, and `import keras` on this image's TensorFlow {job.tf_line.name} line is "
+                       "Keras 3, which Horovod does not support: use horovod.tensorflow.keras with tf.keras (this "
+                       "container gives the script tf.keras as Keras 2, tf-keras), horovod.tensorflow's "
+                       "DistributedGradientTape in a custom loop, or the 2.14 image (tag 2.14-cpu)")
 
 
 def steps_per_execution(hp, mode: Mode) -> int:
@@ -161,28 +151,13 @@ def make_plan(job) -> Plan:
 def _fed_training_plan(job, view, service) -> Plan:
     """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
     it. The container's own parameter servers read their input on each worker's own host,
-    which a data group cannot feed: asked for, they are refused; picked by auto (several CPU
-    hosts on a line without Horovod, where local SGD does not suit), multi-worker mirrored
-    trains instead."""
+    which a data group cannot feed: asked for, they are refused (auto picks other modes)."""
     plan = _training_plan(view)
-    if plan.mode != "parameter_server" or job.runs_script:
-        return plan
-    if not _chosen_by_auto(view):
+    if plan.mode == "parameter_server" and not job.runs_script:
         raise JobError(f"instance groups: {service.why}: "
                        "parameter servers read their input on each worker's own host, not through a data group; "
-                       "use local_sgd, multi_worker_mirrored or (on the 2.14 line) horovod on the training group, "
-                       "or no data group")
-    # auto picks them only on a line without Horovod (elsewhere Horovod suits several CPU hosts).
-    plan = _training_plan(dataclasses.replace(view, hyperparameters=view.hyperparameters.with_value(
-        "distribution", "multi_worker_mirrored")))
-    return dataclasses.replace(plan, reason=f"{len(view.hosts)} CPU hosts fed by a data group: multi_worker_mirrored "
-                                            "(parameter servers read their input on each worker's own host, which a data "
-                                            "group cannot feed)")
-
-
-def _chosen_by_auto(job) -> bool:
-    """Whether nothing of the job's asked for its mode: no hyperparameter, no SDK key."""
-    return job.hyperparameters.distribution == "auto" and not any(mode.requested(job) for mode in modes.all_modes())
+                       "use local_sgd, multi_worker_mirrored or horovod on the training group, or no data group")
+    return plan
 
 
 def _check_data_service(job, plan) -> None:
@@ -203,6 +178,9 @@ def _training_plan(job) -> Plan:
     launch = mode.launch(job, layout.per_host)
     leader = job.hosts[0] if len(job.hosts) > 1 and mode.has_leader else None
     interface = choose_interface(job.network_interface, job.interfaces, job.own_address, job.current_host)
+    keras_2_why = _why_a_script_needs_keras_2(job, mode) if job.runs_script else ""
+    script_environment = (job.tf_line.script_environment(not keras_2_why, job.entry_point.keras_3, os.environ)
+                          if job.runs_script else ())
     return Plan(
         mode=mode.name, reason=reason, entry=_entry(job), hosts=job.hosts, current_host=job.current_host,
         input_mode=_input_mode(job, layout.channels), processes_per_host=layout.per_host, world_size=world,
@@ -216,10 +194,21 @@ def _training_plan(job) -> Plan:
         leader=leader,
         watch_peers=job.runs_script and len(job.hosts) > 1 and launch.kind not in MPI_KINDS,
         ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
-        script_environment=(job.tf_line.script_environment(mode.keras_3_trains, job.entry_point.keras_3, os.environ)
-                            if job.runs_script else ()),
+        script_environment=script_environment, script_keras_2_why=keras_2_why if script_environment else "",
         network_interface=interface.name, network_interface_why=interface.why,
         network_interface_usable=interface.usable)
+
+
+def _why_a_script_needs_keras_2(job, mode: Mode) -> str:
+    """Why a script's tf.keras must be Keras 2 on a Keras 3 line, or "" (it gets Keras 3)."""
+    if not job.tf_line.keras_3:
+        return ""
+    if job.entry_point.horovod_keras:  # its DistributedOptimizer wraps Keras 2's optimizer methods
+        return f"{job.entry_point.horovod_keras.split(': ')[1]} (its {job.entry_point.horovod_keras.split(':')[0]}) " \
+               "wraps Keras 2's optimizers"
+    if not mode.keras_3_trains:
+        return f"Keras 3's fit cannot train under {mode.name}"
+    return ""
 
 
 def refuse_an_unusable_interface(plan: Plan) -> None:

@@ -168,8 +168,9 @@ class Plan:
     # host trains). `hosts` above are then the training hosts only.
     data_service: DataService | None = None
     # What a user's script's processes get on top of the toolkit's environment (tf.keras as
-    # Keras 2 under parameter servers and multi-worker mirrored on a Keras 3 line; trainer.tf_line).
+    # Keras 2 on a Keras 3 line where the script needs it; trainer.tf_line), and why.
     script_environment: tuple[tuple[str, str], ...] = ()
+    script_keras_2_why: str = ""
     # The interface MPI and the script are told (trainer.contract.network), and why it is not
     # the one resourceconfig.json names ("" where it is).
     network_interface: str = ""

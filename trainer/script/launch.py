@@ -55,6 +55,8 @@ COLLECTIVE_OP = re.compile("(" + "|".join(COLLECTIVE_OPS) + ")")
 # of different shapes; with a script's own model it means the workers are out of step.
 SHAPE_MISMATCH = re.compile(r"Shape mismatch in the collective instance \d+\. Op at device \S+ expected shape "
                             r"(\S+) but another member in the group expected shape (\S+)\.")
+# A traceback frame inside the Keras package itself (not tf.keras's tf-keras, nor the script).
+KERAS_FRAME = re.compile(r'File "[^"]*[/\\](?:site|dist)-packages[/\\]keras[/\\]')
 OUT_OF_STEP = ("the ranks ran different numbers of steps or collectives, for example EarlyStopping, a data shard "
                "or a save on one rank only (docs/faults.md, 'Ranks out of step')")
 
@@ -146,9 +148,26 @@ def report_script_failure(job, who: str, how: str, output: str, ended_first: str
         reason = (f"{who} and another rank met in different collectives ({collective} of shape {mismatch.group(1)} "
                   f"against one of shape {mismatch.group(2)}): {OUT_OF_STEP}")
         detail = f"then {ended}\n{detail}"
+    hint = keras_line_hint(job, output)
+    if hint:
+        detail = f"{hint}\n{detail}"
     write_failure(job.output_dir, reason, detail, cause_first=True)
     log.error("%s", reason)
+    if hint:
+        log.error("%s", hint)
     return reason
+
+
+def keras_line_hint(job, output: str) -> str:
+    """Where a script that imports `keras` itself failed inside Keras on a line whose Keras is 2:
+    it was likely written for Keras 3, whose APIs of the same names (`metrics=["auc"]`,
+    `model.export`) fail inside Keras 2 with errors that do not say so. "" otherwise."""
+    entry = job.entry_point
+    if job.tf_line.keras_3 or not entry.keras_module or not KERAS_FRAME.search(output):
+        return ""
+    return (f"hint: {entry.program} imports keras ({entry.keras_module.split(':')[0]}) and failed inside Keras, "
+            f"which on this image's TensorFlow {job.tf_line.name} line is {job.tf_line.keras}; a script written "
+            "for Keras 3 (TensorFlow 2.16 or later) runs on the 2.21 image (tag 2.21-cpu)")
 
 
 def rank_that_ended_first(output: str, failed_rank: int | None) -> int | None:
