@@ -1,8 +1,11 @@
 """The TensorFlow 2.21 line's image (`./build.sh image cpu 2.21`), through the SageMaker SDK's
-local mode as users run it: what a script finds in it, a Keras 3 script of the kind written
-for AWS's 2.21 image training with multi-worker mirrored on two hosts (its own TF_CONFIG and
-custom loop, `model.export`), and the built-in DeepFM on one host.
+local mode as users run it: what a script finds in it (Horovod built against its TensorFlow
+included), a Keras 3 script of the kind written for AWS's 2.21 image training with
+multi-worker mirrored on two hosts (its own TF_CONFIG and custom loop, `model.export`), a
+Horovod script on two hosts, and the built-in DeepFM on one host.
 Where the lines do not differ, the rest of the container tier runs on the 2.14 line's image."""
+import json
+import re
 import subprocess
 import uuid
 
@@ -26,7 +29,8 @@ def test_what_a_script_finds_in_the_2_21_image(image_2_21):
     check = ("import importlib.util, keras, mpi4py, tensorflow as tf, tensorflow_io, tf_keras, sagemaker_tensorflow, "
              "pandas, sklearn, cv2, tensorflow_datasets, sagemaker, sagemaker_tensorflow_container; "
              "print(tf.__version__, keras.__version__, tf_keras.__version__, tf.keras.__name__.split('.')[0]); "
-             "print(importlib.util.find_spec('horovod'))")
+             "import horovod.tensorflow as hvd; hvd.init(); print(hvd.size(), hvd.mpi_built(), hvd.gloo_built()); "
+             "import horovod.tensorflow.keras")
     name = f"trainer-test-{uuid.uuid4().hex[:8]}"
     try:
         done = subprocess.run([image_2_21, "run", "--rm", "--name", name, "--network", "none", "--entrypoint", "bash",
@@ -37,7 +41,7 @@ def test_what_a_script_finds_in_the_2_21_image(image_2_21):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     versions, horovod, pip_check, train = done.stdout.strip().splitlines()[-4:]
     assert versions == "2.21.0 3.15.1 2.21.0 keras"  # a script's tf.keras is Keras 3
-    assert horovod == "None" and "No broken requirements" in pip_check and train.endswith("/train")
+    assert horovod == "1 True True" and "No broken requirements" in pip_check and train.endswith("/train")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,22 @@ def test_a_keras_3_script_with_multi_worker_mirrored_on_two_hosts(sdk_path, mnis
         "script": user_scripts(tmp_path, "mnist_keras3.py", folder="aws_style")}, timeout=TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert log.count("keras 3.15.1 tensorflow 2.21.0 on algo-") == 2 and log.count("epoch 2: loss=") == 2
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
+@pytest.mark.cores(2)
+def test_a_horovod_script_on_two_hosts(sdk_path, sdk_inputs, tmp_path):
+    """A horovod.tensorflow.keras script, unchanged, with the SDK's MPI key on two hosts: a rank
+    on each, tf.keras given to it as Keras 2 (tf-keras), equal weights on both ranks."""
+    result, log, _ = sdk_job(sdk_path, tmp_path, {
+        "image": IMAGE_2_21, "instance_count": 2, "inputs": sdk_inputs, "hyperparameters": {"epochs": 1},
+        "script": user_scripts(tmp_path, "hvd_train.py", distribution={"mpi": {"enabled": True, "processes_per_host": 1}})},
+        timeout=TWO_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "horovod (sagemaker_mpi_enabled: Horovod over MPI)" in log and "the script's tf.keras is tf-keras" in log
+    weights = re.findall(r"WEIGHTS rank(\d) (.*)", log)
+    assert sorted(rank for rank, _ in weights) == ["0", "1"], log[-4000:]
+    assert json.loads(weights[0][1]) == pytest.approx(json.loads(weights[1][1]), rel=1e-6)
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 

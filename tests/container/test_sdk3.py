@@ -56,7 +56,7 @@ def test_the_built_in_model_on_two_hosts_with_auto(image, image_2_21, sdk3_path,
 # (line, hosts, distribution): each mode of each line through ModelTrainer (local SGD above)
 MODES = [("2.14", 1, "single"), ("2.14", 1, "tower"), ("2.14", 1, "mirrored"), ("2.14", 2, "horovod"),
          ("2.14", 2, "parameter_server"), ("2.14", 2, "multi_worker_mirrored"), ("2.21", 1, "single"),
-         ("2.21", 1, "tower"), ("2.21", 1, "mirrored"), ("2.21", 2, "parameter_server"),
+         ("2.21", 1, "tower"), ("2.21", 1, "mirrored"), ("2.21", 2, "horovod"), ("2.21", 2, "parameter_server"),
          ("2.21", 2, "multi_worker_mirrored")]
 
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import PROJECT_ROOT, run_local
 from tensorboard_events import runs, series
 from test_train_local import check_saved_model
+from trainer.tf_line import installed
 
 pytestmark = pytest.mark.slow
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
@@ -105,6 +106,20 @@ def test_a_rank_that_fails_ends_the_job_and_is_named(aws_split, tmp_path):
     first = run.failure.splitlines()[0]
     assert first.startswith("script hvd_train.py (rank 1 on algo-1) exited with code 1"), first
     assert first.endswith("RuntimeError: rank 1 cannot go on"), first
+
+
+@pytest.mark.cores(1)
+@pytest.mark.skipif(installed().keras_3, reason="Keras 2 is the 2.14 line's")
+def test_a_keras_3_script_that_fails_inside_keras_2_is_pointed_to_the_2_21_image(aws_split, tmp_path):
+    run = run_local(tmp_path, aws_split, script("keras3_style_train.py"))
+    assert run.exit_code != 0, run.log[-3000:]
+    first, second = run.failure.splitlines()[:2]
+    assert first.startswith("script keras3_style_train.py (rank 0 on algo-1) exited with code 1: TypeError: 'str' "
+                            "object is not callable"), first
+    assert second == ("hint: keras3_style_train.py imports keras (line 6) and failed inside Keras, which on this "
+                      "image's TensorFlow 2.14 line is Keras 2.14 (tf.keras); a script written for Keras 3 "
+                      "(TensorFlow 2.16 or later) runs on the 2.21 image (tag 2.21-cpu)"), run.failure[:2000]
+    assert second in run.log
 
 
 # The reason a failure file gives first for ranks out of step (trainer.script.launch).

@@ -1,8 +1,9 @@
 """Users' own training scripts through `train`, against the way AWS's TensorFlow container
 runs them (trainer/bench/user_scripts/): a Keras DeepFM script; the same with Horovod on 2
-ranks of one host (the 2.14 line) or under MultiWorkerMirroredStrategy on 2 hosts (the 2.21
-line: AWS's 2.21 image has no Horovod); and the Keras script reading its data through
-`trainer.kit`.
+ranks of one host (both lines; AWS's 2.21 image has no Horovod: its way there is its
+toolkit's mpirun on this line's Horovod); on the 2.21 line also under
+MultiWorkerMirroredStrategy on 2 hosts, what AWS's 2.21 image runs instead; and the Keras
+script reading its data through `trainer.kit`.
 
 Through `train` (`trainer local`, this line's environment): the line's TensorFlow build,
 each process's CPU settings for its share of the host, Horovod's ranks bound to their own
@@ -34,15 +35,19 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_scripts
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT = re.compile(r"BENCH_RESULT (\{.*\})")
 # The cases of each line: name: (script, ranks a host, hosts) through `train`, the script
-# AWS's container runs for the same work, and what its user must set there for it to run:
-# on AWS's 2.21 image a tf.keras fit script under MultiWorkerMirroredStrategy needs the
-# Keras 2 switch, which `train` sets itself (trainer.tf_line.Line.script_environment).
+# AWS's container runs for the same work, and what its user must set there for it to run.
+# On the 2.21 line, Keras 2 for both: a horovod.tensorflow.keras script needs it (`train`
+# sets it: trainer.tf_line.Line.script_environment), and a tf.keras fit under
+# MultiWorkerMirroredStrategy fails on AWS's image without it (keras-team/keras#20585;
+# through `train` it trains on Keras 3: trainer.script.keras_multi_worker_fit).
 KERAS = {"Keras script": ("deepfm_keras.py", 1, 1, "deepfm_keras.py", {})}
 KIT = {"Keras script, data by trainer.kit": ("deepfm_kit.py", 1, 1, "deepfm_keras.py", {})}
+KERAS_2 = {"TF_USE_LEGACY_KERAS": "1"}
 CASES = {
     "2.14": {**KERAS, "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, 1, "deepfm_horovod.py", {}), **KIT},
-    "2.21": {**KERAS, "Multi-worker mirrored script, 2 hosts": ("deepfm_multi_worker.py", 1, 2, "deepfm_multi_worker.py",
-                                                                {"TF_USE_LEGACY_KERAS": "1"}), **KIT},
+    "2.21": {**KERAS, "Horovod script, 2 ranks": ("deepfm_horovod.py", 2, 1, "deepfm_horovod.py", KERAS_2),
+             "Multi-worker mirrored script, 2 hosts": ("deepfm_multi_worker.py", 1, 2, "deepfm_multi_worker.py",
+                                                       KERAS_2), **KIT},
 }
 # What AWS's toolkit gives mpirun on one host (sagemaker_training.mpi): no binding.
 AWS_MPI_OPTIONS = ["--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-mca", "btl_vader_single_copy_mechanism",

@@ -149,9 +149,7 @@ def report_script_failure(job, who: str, how: str, output: str, ended_first: str
                   f"against one of shape {mismatch.group(2)}): {OUT_OF_STEP}")
         detail = f"then {ended}\n{detail}"
     hint = keras_line_hint(job, output)
-    if hint:
-        detail = f"{hint}\n{detail}"
-    write_failure(job.output_dir, reason, detail, cause_first=True)
+    write_failure(job.output_dir, f"{reason}\n{hint}" if hint else reason, detail, cause_first=True)
     log.error("%s", reason)
     if hint:
         log.error("%s", hint)
