@@ -1,9 +1,9 @@
 """The GPU images, built from nothing with `./build.sh image gpu` and `./build.sh image gpu
 2.21` (long builds: CUDA's wheels; on the 2.14 line its compiler and Horovod compiled with
-NCCL), outside the default run: select them with `./build.sh test -m gpu_image`. No GPU here:
-their TensorFlow says CUDA is built in (11.8 on 2.14, 12 on 2.21), Horovod's build lists
-NCCL, and `train` runs the built-in model on CPUs (2 Horovod processes on 2.14; multi-worker
-mirrored's planner path is GPU-only, so one process on 2.21)."""
+NCCL; on the 2.21 line Horovod compiled with CPU collectives), outside the default run:
+select them with `./build.sh test -m gpu_image`. No GPU here: their TensorFlow says CUDA is
+built in (11.8 on 2.14, 12 on 2.21), Horovod's build lists NCCL on 2.14 (and not on 2.21),
+and `train` runs the built-in model with 2 Horovod processes on CPUs."""
 import os
 import subprocess
 import uuid
@@ -75,10 +75,20 @@ def test_the_2_21_gpu_image_has_tensorflow_s_cuda_build_and_no_second_tensorflow
     assert built_with_cuda == "True" and cuda.startswith("12") and keras == "3.15.1" and cpu_builds.strip() == "[]", seen.stdout
 
 
-def test_train_runs_the_built_in_model_on_the_2_21_gpu_image_on_cpus(gpu_image_2_21, aws_split, tmp_path):
-    job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]}, {"num_epochs": "2"})
+def test_the_2_21_gpu_image_s_horovod_has_tensorflow_mpi_and_gloo_without_nccl(gpu_image_2_21):
+    horovod = in_image(gpu_image_2_21, "horovodrun", "--check-build", image=GPU_IMAGE_2_21)
+    assert horovod.returncode == 0, horovod.stdout + horovod.stderr[-2000:]
+    for built in ("[X] TensorFlow", "[X] MPI", "[X] Gloo", "[ ] NCCL"):
+        assert built in horovod.stdout, horovod.stdout
+
+
+def test_train_runs_the_built_in_model_on_the_2_21_gpu_image_with_horovod_on_cpus(gpu_image_2_21, aws_split,
+                                                                                   tmp_path):
+    job = LocalJob({"training": [aws_split["training"]], "evaluation": [aws_split["evaluation"]]},
+                   {"distribution": "horovod", "processes_per_host": "2", "num_epochs": "2"})
     folder = job.lay_out(str(tmp_path / "job"))["algo-1"]
     done = run_in_container(gpu_image_2_21, folder, [os.path.dirname(aws_split["training"])], image=GPU_IMAGE_2_21)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert metrics_of(folder)["eval_auc"] > 0.65
+    metrics = metrics_of(folder)
+    assert metrics["distribution"] == "horovod" and metrics["world_size"] == 2 and metrics["eval_auc"] > 0.65
     assert os.path.exists(os.path.join(folder, "model", "1", "saved_model.pb"))

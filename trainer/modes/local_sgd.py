@@ -12,7 +12,7 @@ the pass on every rank at the same exchange (trainer.training.averaging).
 The ranks talk through MPI itself (mpi4py), not Horovod. Horovod suits collectives every
 step; between two averages its background thread would still coordinate the ranks once a
 cycle (an all-reduce of its own, on the CPU the steps need), and each average would pass the
-whole model through its fusion buffer. Without Horovod the mode also runs on the 2.21 line.
+whole model through its fusion buffer.
 """
 from __future__ import annotations
 
