@@ -24,6 +24,9 @@ class Line:
     name: str  # the image tag's prefix: 2.14-cpu, 2.21-cpu
     keras: str  # what `import keras` and tf.keras give a script
     keras_3: bool  # a script's `import keras` is Keras 3
+    # Horovod built with NCCL, its GPU collectives (2.14's GPU image); 2.21's Horovod has CPU
+    # collectives only, so TensorFlow's own strategies (NCCL all-reduce) train GPUs there.
+    horovod_on_gpus: bool
     # intel-tensorflow runs oneDNN on Intel OpenMP (the OMP_*/KMP_* variables act); stock
     # TensorFlow runs it on its own thread pool (only the intra/inter-op thread counts act).
     openmp: bool
@@ -55,9 +58,9 @@ class Line:
 
 
 LINES = {
-    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", keras_3=False, openmp=True),
+    "2.14": Line("2.14", keras="Keras 2.14 (tf.keras)", keras_3=False, horovod_on_gpus=True, openmp=True),
     "2.21": Line("2.21", keras="Keras 3 (tf.keras is Keras 3 unless TF_USE_LEGACY_KERAS=1 picks tf-keras)",
-                 keras_3=True, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
+                 keras_3=True, horovod_on_gpus=False, openmp=False, own_model_environment=((LEGACY_KERAS_ENV, "1"),)),
 }
 # The first TensorFlow release of each line: 2.16 made Keras 3 tf.keras.
 _FIRST_RELEASE = (((2, 16), "2.21"), ((0, 0), "2.14"))

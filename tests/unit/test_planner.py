@@ -198,8 +198,10 @@ def test_parameter_server_layouts(hosts, mode, layout, sharded):
     (job(hp={"distribution": "parameter_server"}), "distribution parameter_server needs several hosts"),
     (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}), "local_sgd trains on CPU hosts; this job has GPUs: "
                                                               "use horovod"),
+    (job(hosts=2, gpus=1, hp={"distribution": "local_sgd"}, line="2.21"),
+     "local_sgd trains on CPU hosts; this job has GPUs: use multi_worker_mirrored"),
     (job(gpus=2, hp={"distribution": "local_sgd"}, line="2.21"),
-     "local_sgd trains on CPU hosts; this job has GPUs: use horovod"),
+     "local_sgd trains on CPU hosts; this job has GPUs: use mirrored"),
     (job(hosts=2, mode="Pipe", hp={**PS, "pipe_reader": "pipemodedataset"}),
      "'pipe_reader': with parameter servers each worker reads its host's FIFOs through the worker task"),
     (job(hosts=2, mode="Pipe", hp={"distribution": "multi_worker_mirrored"}), "multi_worker_mirrored needs File mode"),
@@ -226,18 +228,22 @@ def as_script(the_job):
     return dataclasses.replace(the_job, entry_point=EntryPoint("train.py", "/opt/ml/code", "script", "a script"))
 
 
-# Both lines have Horovod: auto picks alike on them.
+# Both lines have Horovod: on CPU hosts auto picks alike on them. GPUs differ: the 2.14 line's
+# Horovod has NCCL; the 2.21 line's has CPU collectives only, so TensorFlow's strategies train GPUs.
 LINE_CASES = {
-    f"{line}, {name}": (dataclasses.replace(the_job, tf_line=LINES[line]), expected)
-    for line in ("2.14", "2.21") for name, (the_job, expected) in {
-        "1 host, 4 GPUs: horovod": (job(gpus=4), ("horovod", 4, 4, 1)),
-        "2 hosts with GPUs: horovod": (job(hosts=2, gpus=1), ("horovod", 1, 2, 1)),
-        "2 CPU hosts: local SGD": (job(hosts=2), ("local_sgd", 1, 2, 1)),
-        "2 CPU hosts, a table too large to average: horovod": (job(hosts=2, hp={"feature_size": "2000000"}),
-                                                               ("horovod", 1, 2, 1)),
-        "1 CPU host: single": (job(), ("single", 1, 1, 1)),
-        "a script with the SDK's MPI key: mpirun of the script": (as_script(job(sdk=MPI_2)), ("horovod", 2, 2, 1)),
-    }.items()
+    **{f"{line}, {name}": (dataclasses.replace(the_job, tf_line=LINES[line]), expected)
+       for line in ("2.14", "2.21") for name, (the_job, expected) in {
+           "2 CPU hosts: local SGD": (job(hosts=2), ("local_sgd", 1, 2, 1)),
+           "2 CPU hosts, a table too large to average: horovod": (job(hosts=2, hp={"feature_size": "2000000"}),
+                                                                  ("horovod", 1, 2, 1)),
+           "1 CPU host: single": (job(), ("single", 1, 1, 1)),
+           "a script with the SDK's MPI key: mpirun of the script": (as_script(job(sdk=MPI_2)), ("horovod", 2, 2, 1)),
+       }.items()},
+    "2.14, 1 host, 4 GPUs: horovod": (job(gpus=4), ("horovod", 4, 4, 1)),
+    "2.14, 2 hosts with GPUs: horovod": (job(hosts=2, gpus=1), ("horovod", 1, 2, 1)),
+    "2.21, 1 host, 4 GPUs: mirrored over them": (job(gpus=4, line="2.21"), ("mirrored", 1, 1, 4)),
+    "2.21, 2 hosts with GPUs: multi-worker mirrored": (job(hosts=2, gpus=1, line="2.21"),
+                                                        ("multi_worker_mirrored", 1, 2, 1)),
 }
 
 

@@ -22,10 +22,10 @@ def test_line_of_a_version(version, line):
     assert line_of(version).name == line
 
 
-def test_the_lines_differ_in_keras_and_openmp():
+def test_the_lines_differ_in_keras_horovod_s_gpu_collectives_and_openmp():
     old, new = LINES["2.14"], LINES["2.21"]
-    assert (old.keras_3, old.openmp, old.own_model_environment) == (False, True, ())
-    assert (new.keras_3, new.openmp) == (True, False)
+    assert (old.keras_3, old.horovod_on_gpus, old.openmp, old.own_model_environment) == (False, True, True, ())
+    assert (new.keras_3, new.horovod_on_gpus, new.openmp) == (True, False, False)
     assert dict(new.own_model_environment) == {LEGACY_KERAS_ENV: "1"}
 
 

@@ -93,7 +93,7 @@ class Horovod(Mode):
 
     def suits(self, job) -> str | None:
         hosts, gpus = len(job.hosts), job.num_gpus
-        if job.runs_script:
+        if job.runs_script or (gpus and not job.tf_line.horovod_on_gpus):
             return None
         if hosts == 1 and gpus > 1:
             return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"

@@ -21,3 +21,9 @@ class MirroredRuntime(ReplicaDevices):
 class Mirrored(ReplicasInOneProcess):
     name = "mirrored"
     runtime = MirroredRuntime
+
+    def suits(self, job) -> str | None:
+        if job.runs_script or len(job.hosts) > 1 or job.num_gpus < 2 or job.tf_line.horovod_on_gpus:
+            return None
+        return (f"1 host with {job.num_gpus} GPUs on the TensorFlow {job.tf_line.name} line, whose Horovod has no "
+                "GPU collectives (NCCL): one process, MirroredStrategy's NCCL all-reduce over the GPUs")

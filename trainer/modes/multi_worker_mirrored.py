@@ -92,6 +92,12 @@ class MultiWorkerMirrored(Mode):
             return f"{sdk.MWMS}: one worker per host, all-reduce across hosts"
         return None
 
+    def suits(self, job) -> str | None:
+        if job.runs_script or len(job.hosts) == 1 or not job.num_gpus or job.tf_line.horovod_on_gpus:
+            return None
+        return (f"{len(job.hosts)} hosts with {job.num_gpus} GPUs each on the TensorFlow {job.tf_line.name} line, "
+                "whose Horovod has no GPU collectives (NCCL): one worker per host, all-reduce across hosts")
+
     def tf_config(self, layout, host_index: int, local_rank: int) -> dict:
         if layout.job.runs_script:
             return aws_mwms_tf_config(layout.hosts, layout.hosts[host_index])
