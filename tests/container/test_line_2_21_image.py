@@ -72,7 +72,8 @@ def test_a_horovod_script_on_two_hosts(sdk_path, sdk_inputs, tmp_path):
     assert "horovod (sagemaker_mpi_enabled: Horovod over MPI)" in log and "the script's tf.keras is tf-keras" in log
     weights = re.findall(r"WEIGHTS rank(\d) (.*)", log)
     assert sorted(rank for rank, _ in weights) == ["0", "1"], log[-4000:]
-    assert json.loads(weights[0][1]) == pytest.approx(json.loads(weights[1][1]), rel=1e-6)
+    first, second = (json.JSONDecoder().raw_decode(printed)[0] for _, printed in weights)
+    assert first == pytest.approx(second, rel=1e-6)
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
 
 

@@ -102,8 +102,9 @@ def test_a_tf_keras_parameter_server_script_runs_unchanged(aws_split, tmp_path):
 
 
 def weights_of(log: str, count: int) -> list:
-    """What each process printed of its weights ("WEIGHTS <who> <json>"), `count` of them."""
-    found = [json.loads(printed) for printed in re.findall(r"WEIGHTS \S+ (.*)", log)]
+    """What each process printed of its weights ("WEIGHTS <who> <json>"), `count` of them (under
+    mpirun another rank's tag may follow on the same line)."""
+    found = [json.JSONDecoder().raw_decode(printed)[0] for printed in re.findall(r"WEIGHTS \S+ (.*)", log)]
     assert len(found) == count, log[-4000:]
     return found
 
