@@ -2,8 +2,8 @@
 test_line_2_21.py's check (one process, parameter servers on two hosts) leaves out: replicas
 in one process (tower, mirrored), multi-worker mirrored on two hosts and Horovod (two ranks,
 on the line's Horovod built against TensorFlow 2.21). Each case runs the same job on both
-lines, in the full tier (`./build.sh test-all`, from tests/line_2.21_tier.txt); the gate runs
-the parameter-server case."""
+lines, in the full tier (`./build.sh test-all`, from tests/line_2.21_tier.txt), as are
+test_line_2_21.py's."""
 import pytest
 
 from test_line_2_21 import pytestmark, the_same_job_on_both_lines  # noqa: F401 (the 2.21 line's marks)
