@@ -266,8 +266,7 @@ def test_a_keras_3_script_is_refused_on_the_2_14_line_naming_the_line_to_use():
 
 
 def test_a_horovod_script_for_standalone_keras_is_refused_on_the_keras_3_line_naming_what_to_use():
-    standalone = EntryPoint("train.py", "/opt/ml/code", "script", "a script", horovod="line 3: horovod",
-                            horovod_keras="line 3: horovod.keras")
+    standalone = EntryPoint("train.py", "/opt/ml/code", "script", "a script", horovod_keras="line 3: horovod.keras")
     with pytest.raises(JobError) as error:
         make_plan(dataclasses.replace(job(sdk=MPI_2, line="2.21"), entry_point=standalone))
     assert str(error.value) == (

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from trainer.contract.user_code import horovod_keras_use, horovod_use, keras_3_use, keras_module_use
+from trainer.contract.user_code import horovod_keras_use, keras_3_use, keras_module_use
 from trainer.tf_line import LEGACY_KERAS_ENV, LINES, installed, line_of, tensorflow_version
 
 
@@ -83,26 +83,17 @@ def test_what_only_keras_3_has_is_found_with_its_line(source, found):
 
 
 @pytest.mark.parametrize("source, found", [
-    ("import os\nimport horovod.tensorflow.keras as hvd\n", "line 2: horovod"),
-    ("from horovod.tensorflow import DistributedGradientTape\n", "line 1: horovod"),
-    ("def main():\n    import horovod.tensorflow as hvd\n", "line 2: horovod"),  # imported when it runs
-    # Horovod when it is there, something else when not: the script runs on either line.
-    ("try:\n    import horovod.tensorflow as hvd\nexcept ImportError:\n    hvd = None\n", ""),
-    ("import horovod_helpers\nhorovod = 1\n", ""),
-    ("this is not python(", ""),
-])
-def test_a_script_s_horovod_import_is_found_with_its_line(source, found):
-    assert horovod_use(source) == found
-
-
-@pytest.mark.parametrize("source, found", [
     ("import horovod.tensorflow.keras as hvd\n", "line 1: horovod.tensorflow.keras"),
     ("import horovod.tensorflow as hvd\nfrom horovod.tensorflow.keras import callbacks\n",
      "line 2: horovod.tensorflow.keras"),
     ("import horovod.keras as hvd\n", "line 1: horovod.keras"),
     ("from horovod.keras.callbacks import BroadcastGlobalVariablesCallback\n", "line 1: horovod.keras"),
     ("import horovod.tensorflow as hvd\n", ""),  # DistributedGradientTape: any Keras
+    ("def main():\n    import horovod.keras as hvd\n", "line 2: horovod.keras"),  # imported when it runs
+    # Horovod when it is there, something else when not: the script runs on either line.
     ("try:\n    import horovod.keras as hvd\nexcept ImportError:\n    hvd = None\n", ""),
+    ("import horovod_helpers\nhorovod = 1\n", ""),
+    ("this is not python(", ""),
 ])
 def test_a_script_s_use_of_horovod_s_keras_apis_is_found_with_its_line(source, found):
     assert horovod_keras_use(source) == found

@@ -35,7 +35,6 @@ class EntryPoint:
     why: str
     hooks: tuple[str, ...] = ()  # the hooks it defines (a script may define some too)
     keras_3: str = ""  # where it uses what only Keras 3 has ("line 12: keras.ops"), if it does
-    horovod: str = ""  # where it imports Horovod unconditionally ("line 3: horovod"), if it does
     horovod_keras: str = ""  # where it imports a Keras API of Horovod ("line 3: horovod.keras"), if it does
     keras_module: str = ""  # where it imports Keras itself, not tf.keras ("line 2: keras"), if it does
 
@@ -156,19 +155,14 @@ def keras_3_use(source: str) -> str:
     return _first_use(source, KERAS_3_ONLY, attributes=True)
 
 
-def horovod_use(source: str) -> str:
-    """Where the source imports Horovod ("line 3: horovod"), or "": an import inside a `try`
-    (Horovod when it is there, something else when not) does not count."""
-    return _first_use(source, ("horovod",), attributes=False)
-
-
 # Horovod's two Keras APIs: for tf.keras (Keras 2 only: its optimizer wrapper overrides Keras
 # 2's optimizer methods) and for the standalone Keras 2 package (`import keras`).
 HOROVOD_KERAS = ("horovod.tensorflow.keras", "horovod.keras")
 
 
 def horovod_keras_use(source: str) -> str:
-    """Where the source imports one of Horovod's Keras APIs ("line 3: horovod.keras"), or ""."""
+    """Where the source imports one of Horovod's Keras APIs ("line 3: horovod.keras"), or "": an
+    import inside a `try` (Horovod when it is there, something else when not) does not count."""
     return _first_use(source, HOROVOD_KERAS, attributes=False)
 
 
@@ -219,8 +213,8 @@ def classify(program: str, code_dir: str, override: str = "auto") -> EntryPoint:
     with open(path, encoding="utf-8", errors="replace") as f:
         source = f.read()
     kind, why, hooks = classify_source(source, program)
-    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source), horovod_use(source),
-                      horovod_keras_use(source), keras_module_use(source))
+    return EntryPoint(program, code_dir, kind, why, hooks, keras_3_use(source), horovod_keras_use(source),
+                      keras_module_use(source))
 
 
 def locate(program: str, submit_directory: str, override: str = "auto") -> EntryPoint:
