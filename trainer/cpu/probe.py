@@ -227,7 +227,6 @@ def multi_host_mode(job) -> str:
 def scaling_of(job, plan) -> dict:
     """--probe: the measurements on this machine and what they predict for the job's hosts
     (for one host: two) against one host."""
-    from trainer import modes
     from trainer.plan import scaling
     from trainer.pricing import price_of
 
