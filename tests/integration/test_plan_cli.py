@@ -96,9 +96,9 @@ def test_the_readme_first_example_plans_local_sgd_in_pipe_mode(aws_split):
     assert code == 0, result
     plan_ = result["plan"]
     assert (plan_["mode"], plan_["input_mode"], plan_["world_size"]) == ("local_sgd", "Pipe", 2)
-    assert plan_["reason"].startswith("2 CPU hosts with the built-in DeepFM: local SGD, each host training on its "
-                                      "own batches and averaging the model every 64 steps (0.07 MB sent a step "
-                                      "against Horovod's 1.36 MB"), plan_["reason"]  # batch 512: twice the rows
+    assert plan_["reason"].startswith("2 CPU hosts, the built-in DeepFM, TensorFlow ") and (
+        ": local_sgd, each host training on its own batches and averaging the model every 64 steps (0.07 MB sent a "
+        "step against 1.36 MB of every step's gradients)") in plan_["reason"], plan_["reason"]  # batch 512: twice the rows
     reads = {(p["host"], p["role"]): p["reads"] for p in plan_["processes"]}
     fifos = ["input/data/training_<epoch>", "input/data/evaluation_<epoch>"]
     assert reads == {("algo-1", "chief"): fifos, ("algo-2", "worker"): fifos}

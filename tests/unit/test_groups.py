@@ -103,9 +103,9 @@ def test_a_data_host_serves_and_follows_the_first_training_host():
 
 
 @pytest.mark.parametrize("line, mode, why", [
-    ("2.14", "local_sgd", "2 CPU hosts with the built-in DeepFM: local SGD, each host training on its own batches"),
-    ("2.21", "local_sgd", "2 CPU hosts with the built-in DeepFM: local SGD, each host training on its own batches"),
-    ("2.21 (a table too large to average)", "horovod", "2 CPU hosts: Horovod"),
+    ("2.14", "local_sgd", "2 CPU hosts, the built-in DeepFM, TensorFlow 2.14: local_sgd, each host training"),
+    ("2.21", "local_sgd", "2 CPU hosts, the built-in DeepFM, TensorFlow 2.21: local_sgd, each host training"),
+    ("2.21 (a table too large to average)", "horovod", "2 CPU hosts, the built-in DeepFM, TensorFlow 2.21: horovod"),
 ])
 def test_auto_gives_cpu_hosts_fed_by_a_data_group_a_mode_that_reads_through_it(line, mode, why):
     """What auto picks for CPU hosts reads through a data group: local SGD, and Horovod where
@@ -131,7 +131,7 @@ REFUSED = {
         "instance group b (ml.p3.8xlarge) has GPUs but does not train"),
     "parameter servers with a data group": (
         job([("t", CPU, 2), ("d", CPU, 1)], hp={"training_groups": "t", "distribution": "parameter_server"}),
-        "parameter servers read their input on each worker's own host"),
+        "parameter_server reads its input on each worker's own host"),
     "Pipe mode with a data group": (
         job([("t", CPU, 1), ("d", CPU, 1)], hp={"training_groups": "t"}, mode="Pipe"),
         "use File (or FastFile) mode for a job with a data group"),

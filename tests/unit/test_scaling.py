@@ -1,7 +1,10 @@
 """The prediction of whether more hosts pay (trainer.plan.scaling), from given measurements."""
 import pytest
 
+from trainer import modes
 from trainer.plan import scaling
+
+HOROVOD = modes.get("horovod")
 
 BATCH = 256
 ONE_HOST = 50_000.0  # samples/s: a step of 5.12 ms
@@ -41,14 +44,14 @@ NO_BYTES = two_ranks()
 ])
 def test_samples_per_sec_of_hosts_is_a_batch_each_per_step_of_the_two_ranks_and_the_wire(
         hosts, exchange, instance_type, samples_per_sec, network):
-    prediction = scaling.predict(hosts, BATCH, CACHED, exchange, instance_type, None)
+    prediction = scaling.predict(hosts, BATCH, CACHED, exchange, instance_type, None, HOROVOD)
     assert prediction.samples_per_sec == pytest.approx(samples_per_sec)
     assert prediction.network_seconds_per_step == (None if network is None else pytest.approx(network))
     assert prediction.speedup == pytest.approx(samples_per_sec / ONE_HOST)
 
 
 def test_samples_per_dollar_pay_each_host_s_price():
-    prediction = scaling.predict(2, BATCH, CACHED, two_ranks(STEP * 4 / 3), "local", 0.408)
+    prediction = scaling.predict(2, BATCH, CACHED, two_ranks(STEP * 4 / 3), "local", 0.408, HOROVOD)
     assert prediction.speedup == pytest.approx(1.5)
     assert prediction.one_host_samples_per_dollar == pytest.approx(ONE_HOST * 3600 / 0.408)
     assert prediction.samples_per_dollar == pytest.approx(1.5 * ONE_HOST * 3600 / (2 * 0.408))
@@ -57,7 +60,7 @@ def test_samples_per_dollar_pay_each_host_s_price():
 
 
 def test_no_price_no_samples_per_dollar():
-    prediction = scaling.predict(2, BATCH, CACHED, NO_BYTES, "local", None)
+    prediction = scaling.predict(2, BATCH, CACHED, NO_BYTES, "local", None, HOROVOD)
     assert prediction.samples_per_dollar is None and prediction.one_host_samples_per_dollar is None
 
 
@@ -70,7 +73,7 @@ def test_no_price_no_samples_per_dollar():
 ])
 def test_the_verdict_says_plainly_when_hosts_train_no_faster_than_one(exchange_over_compute, pays):
     exchange = two_ranks(STEP * (1 + exchange_over_compute))
-    verdict = scaling.predict(2, BATCH, CACHED, exchange, "local", None).verdict()
+    verdict = scaling.predict(2, BATCH, CACHED, exchange, "local", None, HOROVOD).verdict()
     assert verdict.startswith("2 hosts with horovod: predicted ")
     assert ("no faster than one host" in verdict) is not pays
     assert ("Train on one host" in verdict) is not pays
@@ -99,12 +102,12 @@ AVERAGED = two_ranks(STEP + 0.001, dense=1_000_000, sparse=500_000, variables=4_
     ("parameter_server", 4, 16, 1.5 * (1_000_000 + 500_000)),
 ])
 def test_bytes_sent_per_step(mode, hosts, every, sent):
-    assert scaling.bytes_sent_per_step(mode, hosts, AVERAGED, every) == pytest.approx(sent)
+    assert scaling.bytes_sent_per_step(modes.get(mode).exchange, hosts, AVERAGED, every) == pytest.approx(sent)
 
 
 def test_local_sgd_sends_its_average_once_every_average_every_steps():
-    horovod = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None)
-    local = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None, "local_sgd", 16)
+    horovod = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None, HOROVOD)
+    local = scaling.predict(2, BATCH, CACHED, AVERAGED, "ml.c5.2xlarge", None, modes.get("local_sgd"), 16)
     assert local.network_seconds_per_step == pytest.approx(4_000_000 / 16 * 8 / 2.5e9)
     assert local.samples_per_sec == pytest.approx(2 * BATCH / (STEP + 0.001 + 0.0008))
     assert horovod.samples_per_sec == pytest.approx(2 * BATCH / (STEP + 0.001 + 0.0048))
@@ -122,7 +125,7 @@ def test_reading_the_files_adds_to_every_host_s_step_for_the_epochs_that_read_th
     compute = scaling.Compute(cached, first_pass, share)
     assert compute.one_host_samples_per_sec(BATCH) == pytest.approx(one_host)
     assert compute.parse_seconds_per_step(BATCH) == pytest.approx(parse)
-    prediction = scaling.predict(2, BATCH, compute, NO_BYTES, "local", None)
+    prediction = scaling.predict(2, BATCH, compute, NO_BYTES, "local", None, HOROVOD)
     assert prediction.one_host_samples_per_sec == pytest.approx(one_host)
     assert prediction.samples_per_sec == pytest.approx(2 * BATCH / (STEP + parse))
 
@@ -150,32 +153,3 @@ def test_the_built_in_models_bytes_are_its_variables_and_one_steps_gradients(hp)
     assert expected.dense_bytes == sum(size(g) for g in gradients if not isinstance(g, tf.IndexedSlices))
     assert expected.sparse_bytes == sum(size(g.values) + size(tf.cast(g.indices, tf.int64)) for g in gradients
                                         if isinstance(g, tf.IndexedSlices))
-
-
-def _job(hosts=2, gpus=0, hp=None, hooks=None):
-    import dataclasses
-
-    from test_planner import job
-
-    from trainer.contract.user_code import EntryPoint
-
-    the_job = job(hosts=hosts, gpus=gpus, hp=hp)
-    return the_job if hooks is None else dataclasses.replace(
-        the_job, entry_point=EntryPoint("hooks.py", "/opt/ml/code", "hooks", "hooks", hooks))
-
-
-@pytest.mark.parametrize("the_job, sends_less", [
-    (_job(), True),                                                       # defaults: 0.07 MB against 0.92 MB
-    (_job(hosts=4), True),
-    (_job(hp={"feature_size": "1600000"}), True),                        # 0.91 MB against 0.92 MB
-    (_job(hp={"feature_size": "1640000"}), False),                       # 0.93 MB against 0.92 MB
-    (_job(hp={"feature_size": "400000", "average_every_steps": "16"}), False),  # 0.93 MB
-    (_job(hp={"feature_size": "10000000"}), False),                      # 5.6 MB a step
-    (_job(hosts=1), False),
-    (_job(gpus=1), False),
-    (_job(hooks=("model_fn",)), False),                                 # its size is not known before it is built
-    (_job(hooks=("parse_fn",)), True),                                  # the built-in DeepFM still
-    (_job(hp={"user_module": "my_hooks"}), False),
-])
-def test_local_sgd_suits_where_averaging_the_model_sends_less_than_horovods_steps(the_job, sends_less):
-    assert bool(scaling.local_sgd_sends_less(the_job)) is sends_less

@@ -26,11 +26,13 @@ import subprocess
 import sys
 import tempfile
 
+from trainer import modes
 from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 from trainer.local import runner
 
-MULTI_HOST_MODES = ("horovod", "local_sgd", "multi_worker_mirrored", "parameter_server")
+# The modes that exchange between hosts (each declares how: trainer.modes.base, Mode.exchange).
+MULTI_HOST_MODES = tuple(mode.name for mode in modes.all_modes() if mode.exchange)
 HOSTS = 2  # of 1 CPU each, in the scaled-out cases
 APART = "apart"  # not a mode: HOSTS one-host jobs at once, each on a CPU of its own
 
@@ -70,11 +72,11 @@ def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]
     return command + [f"--hp={key}={value}" for key, value in hyperparameters.items()]
 
 
-def predicted_modes(modes: list[str]) -> list[str]:
-    """Of `modes`, those `trainer plan --probe` predicts."""
-    from trainer.cpu.probe import PREDICTED_MODES
+def predicted_modes(names: list[str]) -> list[str]:
+    """Of the modes `names`, those `trainer plan --probe` predicts."""
+    from trainer.cpu import probe
 
-    return [mode for mode in modes if mode in PREDICTED_MODES]
+    return [name for name in names if name in probe.predicted_modes()]
 
 
 def median_prediction(predictions: list[dict]) -> dict:

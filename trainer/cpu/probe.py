@@ -211,7 +211,11 @@ def _run_until_reported(launches: list, reporter: int, environment: dict) -> tup
     return code, text[reporter][0], errors
 
 
-PREDICTED_MODES = ("horovod", "local_sgd", "multi_worker_mirrored", "parameter_server")
+def predicted_modes() -> list[str]:
+    """The modes whose exchange between hosts the probe measures: those that declare one."""
+    from trainer import modes
+
+    return [mode.name for mode in modes.all_modes() if mode.exchange]
 
 
 def multi_host_mode(job) -> str:
@@ -227,6 +231,7 @@ def multi_host_mode(job) -> str:
 def scaling_of(job, plan) -> dict:
     """--probe: the measurements on this machine and what they predict for the job's hosts
     (for one host: two) against one host."""
+    from trainer import modes
     from trainer.plan import scaling
     from trainer.pricing import price_of
 
@@ -234,8 +239,8 @@ def scaling_of(job, plan) -> dict:
         raise JobError("--probe measures CPU hosts; this job has GPUs")
     # A one-host job is predicted as the planner would run it on two hosts.
     mode = plan.mode if len(job.hosts) > 1 else multi_host_mode(job)
-    if mode not in PREDICTED_MODES:
-        raise JobError(f"--probe measures {', '.join(PREDICTED_MODES)}; this job runs {mode}")
+    if mode not in predicted_modes():
+        raise JobError(f"--probe measures {', '.join(predicted_modes())}; this job runs {mode}")
     compute, cpus = one_host_compute(job, plan)
     hosts, batch = max(2, len(job.hosts)), job.hyperparameters.batch_size
     # Each rank on CPUs of its own, as many as a host's where this machine has twice them.
@@ -243,7 +248,8 @@ def scaling_of(job, plan) -> dict:
     alone = batch / (compute.cached_samples_per_sec if rank_cpus == cpus else step_samples_per_sec(job, rank_cpus))
     exchange = measure_exchange(job, mode, rank_cpus, alone)
     price = price_of(job.instance_type, 1, job.hyperparameters.price_per_hour)
-    prediction = scaling.predict(hosts, batch, compute, exchange, job.instance_type, price.per_instance_hour, mode,
+    prediction = scaling.predict(hosts, batch, compute, exchange, job.instance_type, price.per_instance_hour,
+                                 modes.get(mode),
                                  job.hyperparameters.average_every_steps)
     measured = {"compute_cpus": cpus, "one_host_cached_samples_per_sec": round(compute.cached_samples_per_sec, 1),
                 "one_host_first_pass_samples_per_sec": round(compute.first_pass_samples_per_sec, 1),
@@ -269,7 +275,7 @@ def scaling_of(job, plan) -> dict:
     if plan.mode != mode:
         notes.append(f"the plan runs {plan.mode} on one host; the prediction is for {mode}, what the planner picks "
                      f"for {hosts} hosts")
-    if mode == "parameter_server":
+    if modes.get(mode).exchange == scaling.SERVER_READS:
         notes.append("with parameter servers each worker steps on its own, and the first host's coordinator "
                      "shares its CPUs (as it does in the job)")
     return {"measured": measured, "prediction": prediction.to_dict(), "price": price.source, "notes": notes}
@@ -352,7 +358,7 @@ def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
         model.compile(optimizer=optimizer, loss=tf.keras.losses.BinaryCrossentropy(),
                       steps_per_execution=plan.steps_per_execution)
         build_optimizer_state(model.optimizer, model.trainable_variables)
-    if mode_name == "parameter_server":
+    if not runtime.steps_in_lockstep:  # parameter servers: each worker steps on its own, called by the coordinator
         from trainer.training.inputs import Inputs
 
         variables, gradients = _gradients_of_one_step(hooks.model_fn(), training.dataset(0))  # sizes only

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from trainer.modes.base import REGISTERED, Mode, in_claim_order
+from trainer.modes.base import REGISTERED, Mode
 
 _discovered = False
 
@@ -23,9 +23,9 @@ def _discover() -> None:
 
 
 def all_modes() -> list[Mode]:
-    """Every registered mode, in the order they are asked to claim a job."""
+    """Every registered mode, by name."""
     _discover()
-    return in_claim_order()
+    return [REGISTERED[name] for name in sorted(REGISTERED)]
 
 
 def names() -> tuple[str, ...]:

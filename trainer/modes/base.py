@@ -35,12 +35,6 @@ def modes_that(test) -> str:
     return " or ".join(filter(None, [", ".join(named[:-1]), named[-1]])) if named else "none"
 
 
-def in_claim_order() -> list["Mode"]:
-    """The registered modes, in the order they are asked to claim a job (trainer.modes.all_modes
-    registers every one first; a mode's own checks run after that)."""
-    return sorted(REGISTERED.values(), key=lambda mode: (mode.precedence, mode.name))
-
-
 def register(mode_class: type) -> type:
     """Class decorator: make a Mode known to the planner and the `distribution` hyperparameter."""
     mode = mode_class()
@@ -167,9 +161,18 @@ class Mode:
 
     name = ""  # the `distribution` hyperparameter's value
     runtime = Runtime  # what the mode changes in a training process
-    # The order in which modes are asked whether the job requests them (requested) or suits
-    # them (suits): lower first.
-    precedence = 50
+
+    # What `auto` reads (trainer.plan.auto): the jobs this mode can train, and its speed
+    # against the other modes that can.
+    speed_rank: int | None = None  # lower is faster (bench modes, bench scale); None: only where asked for
+    script_default = False  # what a training script that asks for no mode runs (AWS's container's way)
+    sdk_key = ""  # the SDK's framework key that asks for it (trainer.plan.sdk.MODE_KEYS)
+    min_hosts = 1
+    min_devices = 1  # over all hosts: a host's GPUs, or the host itself where it has none
+    max_devices: int | None = None
+    exchange = ""  # how its hosts exchange what they learn (trainer.plan.scaling: GRADIENTS...)
+    reads_from_a_data_group = True  # the container's own training can read through a data group
+
     # All of the host's training in one process that owns the host: one host only for the
     # container's own training, and the one case `tune_threads` tunes.
     in_process = False
@@ -183,13 +186,13 @@ class Mode:
     keras_3_trains = True  # Keras 3's fit trains under this mode's strategy
     pipe_mode_refusal: str | None = None  # why the container's own training cannot use Pipe mode here
 
-    def requested(self, job) -> str | None:
-        """Why the job asks for this mode (the SDK's keys), or None."""
-        return None
+    def trains_on_gpus(self, line) -> bool:
+        """Whether it trains on GPUs on the TensorFlow `line` (a trainer.tf_line.Line)."""
+        return True
 
-    def suits(self, job) -> str | None:
-        """Why this mode suits a job that asks for none (hosts, GPUs, CPUs), or None."""
-        return None
+    def describe(self, job) -> str:
+        """What it does with `job`'s hosts, for the plan's reason."""
+        return ""
 
     def check(self, job, channels) -> None:
         """What the container's own training (built-in model or hooks) cannot do in this mode."""

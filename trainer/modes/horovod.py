@@ -15,7 +15,7 @@ import numpy as np
 from trainer.errors import JobError
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
-from trainer.plan.scaling import local_sgd_sends_less
+from trainer.plan.scaling import GRADIENTS
 from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding, horovod_env, mpi_command
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND, Launch, LaunchKind
 
@@ -79,32 +79,25 @@ class HorovodRuntime(AgreeingRanksRuntime):
 class Horovod(Mode):
     name = "horovod"
     runtime = HorovodRuntime
-    precedence = 30  # the SDK's keys in AWS's container's order: PS, multi-worker mirrored, MPI
+    speed_rank = 20  # the fastest mode that steps on every step's gradients (docs/distribution.md)
+    sdk_key = sdk.MPI
+    min_devices = 2  # one rank per GPU, or per CPU host: one alone is single's job
+    exchange = GRADIENTS
     sharded_evaluation = True
     compiles_with_xla = False  # Horovod's collectives have no XLA kernels
     multi_step_calls = True  # its ranks pad their data and agree when an epoch ends (equal_steps)
     has_leader = True  # the MPI master
     mpi_ranks = True  # its processes are MPI's ranks, started by mpirun
 
-    def requested(self, job) -> str | None:
-        if not sdk.enabled(job, sdk.MPI):
-            return None
-        return f"{sdk.MPI}: Horovod over MPI"
+    def trains_on_gpus(self, line) -> bool:
+        return line.horovod_on_gpus  # the 2.21 line's Horovod is built without NCCL
 
-    def suits(self, job) -> str | None:
-        hosts, gpus = len(job.hosts), job.num_gpus
-        if job.runs_script or (gpus and not job.tf_line.horovod_on_gpus):
-            return None
-        if hosts == 1 and gpus > 1:
-            return f"1 host with {gpus} GPUs: one Horovod process per GPU (see P9 in docs/pitfalls.md)"
-        if hosts > 1 and gpus:
-            return f"{hosts} hosts with {gpus} GPUs each: Horovod, one process per GPU"
-        if hosts > 1 and not local_sgd_sends_less(job):  # else local SGD suits them (trainer.modes.local_sgd)
-            # Measured by `bench scale` (docs/distribution.md, "Scaling out, per core"): on hosts of
-            # one CPU each, 3.7x the samples/s of parameter servers and 2.9x multi-worker mirrored's.
-            return (f"{hosts} CPU hosts: Horovod, one process per host with the host's CPUs (the fastest "
-                    "multi-host mode on CPU hosts, measured in docs/distribution.md)")
-        return None
+    def describe(self, job) -> str:
+        if job.runs_script:
+            return "Horovod over MPI"
+        ranks = "one process per GPU (see P9 in docs/pitfalls.md)" if job.num_gpus else \
+            "one process per host with the host's CPUs"
+        return f"{ranks}, gradients all-reduced every step over MPI"
 
     def processes_per_host(self, job) -> int:
         count = job.hyperparameters.processes_per_host or int(job.framework_params.get(sdk.MPI_PROCESSES, 0) or 0) \

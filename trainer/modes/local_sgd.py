@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 
 from trainer.errors import JobError
-from trainer.modes.base import Deferred, Runtime, in_claim_order, register
+from trainer.modes.base import REGISTERED, Deferred, Runtime, register
 from trainer.modes.horovod import Horovod
-from trainer.plan.scaling import local_sgd_sends_less
+from trainer.plan.auto import auto, averaged_and_stepped_bytes
+from trainer.plan.scaling import MODEL_AVERAGES
 
 averaging = Deferred("trainer.training.averaging")
 np = Deferred("numpy")
@@ -85,24 +86,23 @@ class LocalSgdRuntime(Runtime):
 class LocalSgd(Horovod):
     name = "local_sgd"
     runtime = LocalSgdRuntime
-    precedence = 31
+    speed_rank = 10  # the fastest on several CPU hosts where it fits (docs/distribution.md, "Scaling out, per core")
+    sdk_key = ""  # the SDK's MPI key asks for Horovod
+    min_hosts = 2
+    exchange = MODEL_AVERAGES  # auto takes it only where that sends less than every step's gradients
     # The learning rate scales with the ranks, as Horovod's: a mean of the ranks' changes moves
     # the model by one rank's step, as a mean of their gradients does (at the unscaled rate two
     # hosts ended 2 epochs 0.04 below one host's eval AUC, bench scale).
     runs_scripts = False  # the container's own training only: a script brings its own loop
 
-    def requested(self, job) -> str | None:
-        return None
+    def trains_on_gpus(self, line) -> bool:
+        return False  # its ranks step on CPU hosts; GPUs' steps are short against a whole model's average
 
-    def suits(self, job) -> str | None:
-        sends = local_sgd_sends_less(job)
-        if not sends:
-            return None
-        averaged, stepped = sends
-        return (f"{len(job.hosts)} CPU hosts with the built-in DeepFM: local SGD, each host training on its own "
-                f"batches and averaging the model every {job.hyperparameters.average_every_steps} steps "
-                f"({averaged / 1e6:.2f} MB sent a step against Horovod's {stepped / 1e6:.2f} MB; the fastest "
-                "multi-host mode on CPU hosts, measured in docs/distribution.md)")
+    def describe(self, job) -> str:
+        averaged, stepped = averaged_and_stepped_bytes(job)
+        return (f"each host training on its own batches and averaging the model every "
+                f"{job.hyperparameters.average_every_steps} steps ({averaged / 1e6:.2f} MB sent a step against "
+                f"{stepped / 1e6:.2f} MB of every step's gradients)")
 
     def rank_environment(self, job, per_host: int) -> dict:
         return {}  # no Horovod in its ranks: none of Horovod's knobs
@@ -121,6 +121,6 @@ class LocalSgd(Horovod):
 
     def processes_per_host(self, job) -> int:
         if job.num_gpus:
-            suited = next(mode.name for mode in in_claim_order() if mode.suits(job))  # what auto would pick
-            raise JobError(f"distribution local_sgd trains on CPU hosts; this job has GPUs: use {suited}")
+            suited, _ = auto(job, REGISTERED.values())
+            raise JobError(f"distribution local_sgd trains on CPU hosts; this job has GPUs: use {suited.name}")
         return super().processes_per_host(job)

@@ -22,8 +22,8 @@ class Mirrored(ReplicasInOneProcess):
     name = "mirrored"
     runtime = MirroredRuntime
 
-    def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) > 1 or job.num_gpus < 2 or job.tf_line.horovod_on_gpus:
-            return None
-        return (f"1 host with {job.num_gpus} GPUs on the TensorFlow {job.tf_line.name} line, whose Horovod has no "
-                "GPU collectives (NCCL): one process, MirroredStrategy's NCCL all-reduce over the GPUs")
+    speed_rank = 30  # after Horovod's process per GPU, which feeds each GPU from a process of its own
+    min_devices = 2  # its replicas on one host's CPUs share one device (TensorFlow's): on CPUs only where asked for
+
+    def describe(self, job) -> str:
+        return "one process, MirroredStrategy's all-reduce over the host's GPUs (NCCL)"

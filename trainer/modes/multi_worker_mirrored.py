@@ -21,6 +21,7 @@ from trainer.modes.addresses import with_addresses
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import aws_mwms_tf_config, mwms_cluster
+from trainer.plan.scaling import GRADIENTS
 
 equal_steps = Deferred("trainer.training.equal_steps")
 
@@ -80,23 +81,18 @@ class MultiWorkerMirroredRuntime(Runtime):
 class MultiWorkerMirrored(Mode):
     name = "multi_worker_mirrored"
     runtime = MultiWorkerMirroredRuntime
-    precedence = 20
+    speed_rank = 40  # Horovod's steps on CPU hosts are faster (docs/distribution.md, "Scaling out, per core")
+    sdk_key = sdk.MWMS
+    min_hosts = 2
+    exchange = GRADIENTS
     sharded_evaluation = True
     # Keras 3's fit trains under this strategy with the image's fix of keras-team/keras#20585
     # (trainer.script.keras_multi_worker_fit): a script's tf.keras stays Keras 3, as in AWS's image.
     pipe_mode_refusal = ("multi_worker_mirrored needs File mode: its workers count their batches before "
                          "training to run equal steps; for Pipe mode use horovod")
 
-    def requested(self, job) -> str | None:
-        if sdk.enabled(job, sdk.MWMS):
-            return f"{sdk.MWMS}: one worker per host, all-reduce across hosts"
-        return None
-
-    def suits(self, job) -> str | None:
-        if job.runs_script or len(job.hosts) == 1 or not job.num_gpus or job.tf_line.horovod_on_gpus:
-            return None
-        return (f"{len(job.hosts)} hosts with {job.num_gpus} GPUs each on the TensorFlow {job.tf_line.name} line, "
-                "whose Horovod has no GPU collectives (NCCL): one worker per host, all-reduce across hosts")
+    def describe(self, job) -> str:
+        return "one worker per host, gradients all-reduced across hosts by TensorFlow"
 
     def tf_config(self, layout, host_index: int, local_rank: int) -> dict:
         if layout.job.runs_script:

@@ -22,6 +22,7 @@ from trainer.modes.addresses import with_addresses
 from trainer.modes.base import Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster
+from trainer.plan.scaling import SERVER_READS
 from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind, PeerWait, Process
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,10 @@ def serve(job, process, settings) -> None:
 class ParameterServer(Mode):
     name = "parameter_server"
     runtime = ParameterServerRuntime
-    precedence = 10
+    sdk_key = sdk.PS
+    min_hosts = 2  # a PS task, a worker and the coordinator on one host's CPUs only add remote calls (check)
+    exchange = SERVER_READS
+    reads_from_a_data_group = False  # each worker reads its input on its own host (trainer.data.ps_worker_input)
     synchronous = False  # each worker's step updates the variables on its own
     compiles_with_xla = False  # a step's remote reads of the PS tasks have no XLA kernels
     keras_3_trains = False  # Keras 3 has no parameter-server training: a tf.keras script needs tf-keras
@@ -210,10 +214,8 @@ class ParameterServer(Mode):
                            "FIFOs through the worker task itself (the project's reader); PipeModeDataset "
                            "runs only where the dataset is built: leave pipe_reader at auto")
 
-    def requested(self, job) -> str | None:
-        if sdk.enabled(job, sdk.PS) and len(job.hosts) > 1:
-            return f"{sdk.PS}: one parameter server and one worker per host"
-        return None
+    def describe(self, job) -> str:
+        return "one parameter server and one worker per host"
 
     def processes(self, layout) -> list[Process]:
         """A worker and a PS task on every host; for the container's own training, first the

@@ -17,7 +17,7 @@ from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.contract.network import choose_interface
 from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
-from trainer.plan import groups, sdk
+from trainer.plan import auto, groups
 from trainer.plan.layout import Layout, check_channels
 from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, MPI_KINDS, SCRIPT_RANK_COMMAND, STATUS_PORT,
                                 Launch, LaunchKind, PeerWait, Plan, Process, SshTrust)
@@ -26,26 +26,9 @@ STEPS_PER_EXECUTION = 32
 
 
 def choose_mode(job) -> tuple[Mode, str]:
-    """(mode, why): the hyperparameter, else the SDK's keys as AWS's container reads them,
-    else what suits the hosts, GPUs and CPUs (a training script: one process per host,
-    as AWS's container runs it)."""
-    sdk.refuse_unsupported(job)
+    """(mode, why) among the registered modes (trainer.plan.auto)."""
     _refuse_a_script_for_another_line(job)
-    chosen = job.hyperparameters.distribution
-    if chosen != "auto":
-        mode = modes.get(chosen)
-        if job.runs_script and not mode.runs_scripts:
-            raise JobError(f"hyperparameter 'distribution': {chosen} builds the container's own model "
-                           "in one process; a training script builds its own strategy: use "
-                           f"{modes_that(lambda m: m.runs_scripts)}")
-        return mode, f"distribution={chosen} (hyperparameter)"
-    for question in ("requested", "suits"):
-        for mode in modes.all_modes():
-            reason = getattr(mode, question)(job)
-            if reason:
-                return mode, reason
-    raise JobError(f"no distribution mode suits {len(job.hosts)} host(s) with {job.num_gpus} GPU(s) each: "
-                   "set the hyperparameter 'distribution'")
+    return auto.choose(job, modes.all_modes())
 
 
 def _refuse_a_script_for_another_line(job) -> None:
@@ -153,10 +136,11 @@ def _fed_training_plan(job, view, service) -> Plan:
     it. The container's own parameter servers read their input on each worker's own host,
     which a data group cannot feed: asked for, they are refused (auto picks other modes)."""
     plan = _training_plan(view)
-    if plan.mode == "parameter_server" and not job.runs_script:
-        raise JobError(f"instance groups: {service.why}: "
-                       "parameter servers read their input on each worker's own host, not through a data group; "
-                       "use local_sgd, multi_worker_mirrored or horovod on the training group, or no data group")
+    if not modes.get(plan.mode).reads_from_a_data_group and not job.runs_script:
+        raise JobError(f"instance groups: {service.why}: {plan.mode} reads its input on each worker's own host, "
+                       f"not through a data group; use "
+                       f"{modes_that(lambda mode: mode.reads_from_a_data_group and not mode.in_process)} "
+                       "on the training group, or no data group")
     return plan
 
 

@@ -67,18 +67,24 @@ class Exchange:
         return max(0.0, self.step_seconds - self.alone_seconds)
 
 
-def bytes_sent_per_step(mode: str, hosts: int, exchange: Exchange, average_every: int = 1) -> float:
-    """Pure: what each host sends a step. A ring all-reduce sends 2(H-1)/H of its tensors, an
-    all-gather brings each rank the other H-1 ranks' rows. Horovod and multi-worker mirrored
-    all-reduce the dense gradients and all-gather the embedding's rows every step; local SGD
-    all-reduces every trainable variable (the whole embedding table too) once every
-    `average_every` steps; a parameter-server worker reads the dense variables and its
+# How a mode's hosts exchange what they learn (each mode declares one: Mode.exchange).
+GRADIENTS = "gradients"  # every step's gradients all-reduced (dense) and all-gathered (embedding rows)
+MODEL_AVERAGES = "model averages"  # every trainable variable averaged every `average_every` steps
+SERVER_READS = "server reads"  # each worker reads the variables from parameter servers and sends its gradients
+
+
+def bytes_sent_per_step(kind: str, hosts: int, exchange: Exchange, average_every: int = 1) -> float:
+    """Pure: what each host sends a step with the exchange `kind`. A ring all-reduce sends
+    2(H-1)/H of its tensors, an all-gather brings each rank the other H-1 ranks' rows.
+    GRADIENTS all-reduce the dense gradients and all-gather the embedding's rows every step;
+    MODEL_AVERAGES all-reduce every trainable variable (the whole embedding table too) once
+    every `average_every` steps; with SERVER_READS a worker reads the dense variables and its
     batch's embedding rows and sends their gradients back, (H-1)/H of them to other hosts'
     PS tasks (which send as much to the other hosts' workers)."""
     ring = 2 * (hosts - 1) / hosts
-    if mode == "local_sgd":
+    if kind == MODEL_AVERAGES:
         return ring * exchange.variable_bytes / average_every
-    if mode == "parameter_server":
+    if kind == SERVER_READS:
         return ring * (exchange.dense_bytes + exchange.sparse_bytes)
     return ring * exchange.dense_bytes + (hosts - 1) * exchange.sparse_bytes
 
@@ -101,7 +107,7 @@ class Prediction:
     network_seconds_per_step: float | None  # None: the instance type's bandwidth is not known
     samples_per_dollar: float | None
     one_host_samples_per_dollar: float | None
-    mode: str = "horovod"
+    mode: str  # the mode's name
 
     @property
     def speedup(self) -> float:
@@ -136,31 +142,17 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value)
 
 
-def local_sgd_sends_less(job) -> tuple[float, float] | None:
-    """Pure: for several CPU hosts training the built-in DeepFM, (local SGD's, Horovod's) bytes
-    sent a step when averaging the whole model every average_every_steps sends no more than
-    Horovod's steps (a small enough table: about a third at the defaults, many times more at
-    millions of ids); else None. A hooks model's size is not known before it is built."""
-    hosts = len(job.hosts)
-    if hosts == 1 or job.num_gpus or not job.trains_builtin_model:
-        return None
-    model = deepfm_exchange(job.hyperparameters)
-    averaged, stepped = (bytes_sent_per_step(mode, hosts, model, job.hyperparameters.average_every_steps)
-                         for mode in ("local_sgd", "horovod"))
-    return (averaged, stepped) if averaged <= stepped else None
-
-
 def predict(hosts: int, batch_size: int, compute: Compute, exchange: Exchange, instance_type: str,
-            price_per_instance_hour: float | None, mode: str = "horovod", average_every: int = 1) -> Prediction:
-    """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode`, whose step on two
-    hosts `exchange` measured), with `batch_size` a step on each."""
+            price_per_instance_hour: float | None, mode, average_every: int = 1) -> Prediction:
+    """Pure: `hosts` hosts of `instance_type` in data parallelism (`mode`, a Mode whose step on
+    two hosts `exchange` measured), with `batch_size` a step on each."""
     one_host = compute.one_host_samples_per_sec(batch_size)
     gbps = BASELINE_NETWORK_GBPS.get(instance_type)
     # Simulated hosts on one machine ("local") exchange over loopback, which the probe measured.
     network = (0.0 if instance_type == "local" else None if gbps is None
-               else bytes_sent_per_step(mode, hosts, exchange, average_every) * 8 / (gbps * 1e9))
+               else bytes_sent_per_step(mode.exchange, hosts, exchange, average_every) * 8 / (gbps * 1e9))
     step = (batch_size / compute.cached_samples_per_sec + exchange.seconds_per_step
             + compute.parse_seconds_per_step(batch_size) + (network or 0.0))
     rate = hosts * batch_size / step
     return Prediction(hosts, one_host, rate, network, Price(price_per_instance_hour, hosts, "").samples_per_dollar(rate),
-                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host), mode)
+                      Price(price_per_instance_hour, 1, "").samples_per_dollar(one_host), mode.name)

@@ -13,6 +13,8 @@ MPI = "sagemaker_mpi_enabled"
 MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
 MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
 MWMS = "sagemaker_multi_worker_mirrored_strategy_enabled"
+# The keys that ask for a mode (Mode.sdk_key), in the order AWS's container reads them.
+MODE_KEYS = (PS, MWMS, MPI)
 
 # The SDK's keys for what this container does not run: they end the job at once.
 SMDDP = "sagemaker_distributed_dataparallel_enabled"
