@@ -1,7 +1,7 @@
 """How long a test lets the product take: the product's own bound for what is timed, read
 from the product, plus one stated margin for what that bound does not count."""
-from trainer.launch.peers import FINAL_STATE_WAIT_SEC, LOST_AFTER_SEC  # noqa: F401 (the tests' names for them)
-from trainer.launch.supervise import END_GRACE_SEC, FOLLOW_MARGIN_SEC  # noqa: F401
+from trainer.supervision.peers import FINAL_STATE_WAIT_SEC, LOST_AFTER_SEC  # noqa: F401 (the tests' names for them)
+from trainer.supervision.supervise import END_GRACE_SEC, FOLLOW_MARGIN_SEC  # noqa: F401
 from trainer.report import STOP_GRACE_SEC  # noqa: F401
 
 # What a product's bound does not count: processes and containers starting (TensorFlow's

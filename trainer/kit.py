@@ -44,7 +44,7 @@ log = logging.getLogger("trainer.kit")
 
 @functools.lru_cache(maxsize=1)
 def _job_and_plan():
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     job = read_job(base_dir_from_env())
     return job, make_plan(job)

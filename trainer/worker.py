@@ -13,7 +13,7 @@ import sys
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
 from trainer.cpu import settings as cpu
 from trainer.plan.mpi import rank_from_launcher
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 from trainer.report import report_failures
 
 log = logging.getLogger("trainer")
@@ -23,7 +23,7 @@ def run_process(job, plan, process) -> dict:
     """Train as `process` of `plan` in this Python process; returns its metrics."""
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
     if job.hyperparameters.tune_threads:  # the planner allows it for one process per host only
-        from trainer.cpu import tune
+        from trainer.measure import tune
 
         settings = tune.tuned(job, settings, job.hyperparameters.tune_seconds)
     cpu.apply_environment(settings)

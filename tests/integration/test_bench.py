@@ -11,7 +11,7 @@ from conftest import PROJECT_ROOT
 from trainer import modes
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.cpu.settings import bfloat16_supported
-from trainer.plan.planner import steps_per_execution
+from trainer.planner.planner import steps_per_execution
 from trainer.tf_line import installed
 
 pytestmark = pytest.mark.slow

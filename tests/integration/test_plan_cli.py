@@ -63,7 +63,7 @@ def test_a_wrong_shard_is_caught(quarters, tmp_path):
     from trainer.local import runner
     from trainer.data.check import check_input
     from trainer.contract.job import read_job
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     local = runner.LocalJob({"training": [str(quarters / "all")]},
                               {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"},

@@ -1,12 +1,11 @@
-"""The container's own TensorFlow clusters get addresses, looked up once (trainer.modes.addresses)."""
+"""The container's own TensorFlow clusters get addresses, looked up once (trainer.contract.addresses)."""
 import socket
 import time
 
 import pytest
 
 from trainer.errors import JobError
-from trainer.launch import peers
-from trainer.modes import addresses
+from trainer.contract import addresses
 from trainer.plan.clusters import ps_cluster
 
 
@@ -38,7 +37,7 @@ def test_a_name_that_fails_for_a_moment_is_asked_again(monkeypatch):
         return real("127.0.0.1" if host == "algo-2" else host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", flaky)
-    monkeypatch.setattr(peers, "_resolved", {})
+    monkeypatch.setattr(addresses, "_resolved", {})
     monkeypatch.setattr(addresses, "RETRY_SEC", 0.01)
     assert addresses.with_addresses({"cluster": {"worker": ["algo-2:8890"]}})["cluster"] == {"worker": ["127.0.0.1:8890"]}
     assert failures == ["algo-2", "algo-2"]

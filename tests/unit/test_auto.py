@@ -10,7 +10,7 @@ from trainer import modes
 from trainer.contract.user_code import EntryPoint
 from trainer.errors import JobError
 from trainer.plan import auto
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 
 
 def on(line, the_job):

@@ -79,7 +79,7 @@ def test_warmup_ramps_to_the_scaled_rate():
      "the one that failed first names itself in its own host's failure file or log"),
 ])
 def test_a_lost_peer_is_named_from_tensorflows_words(tf_message, expected):
-    from trainer.launch.supervise import lost_peer_reason
+    from trainer.supervision.supervise import lost_peer_reason
 
     plan = SimpleNamespace(processes=[
         SimpleNamespace(tf_config={"task": {"type": "chief", "index": 0}}, name="rank 0 on algo-1"),
@@ -96,7 +96,7 @@ def test_a_lost_peer_is_named_from_tensorflows_words(tf_message, expected):
     ("Primary job terminated normally", None),
 ])
 def test_mpirun_names_the_first_rank_that_failed(output, expected):
-    from trainer.launch.supervise import first_failed_rank
+    from trainer.supervision.supervise import first_failed_rank
 
     assert first_failed_rank(output) == expected
 
@@ -106,7 +106,7 @@ def test_the_toolkits_mpi_runner_starts_the_module_the_plan_names():
     from test_planner import MPI_2, job
 
     from trainer.launch.toolkit_mpi import rank_program
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     plan = make_plan(job(hosts=2, sdk=MPI_2))
     assert plan.launch.command[-3:] == ("python", "-m", "trainer.worker")

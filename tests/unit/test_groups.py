@@ -7,7 +7,7 @@ import pytest
 from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.contract.job import InstanceGroup
 from trainer.errors import JobError
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 from trainer.plan.types import LaunchKind
 from trainer.tf_line import LINES
 

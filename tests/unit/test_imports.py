@@ -76,3 +76,43 @@ def test_the_plan_depends_on_nothing_that_carries_it_out():
     reaching_later = {name: sorted(t for t in targets if t.startswith(later))
                       for name, targets in edges.items() if name.startswith("trainer.plan")}
     assert {name: targets for name, targets in reaching_later.items() if targets} == {}
+
+
+# The house, from its foundations up: a part may import its own layer's parts and those below,
+# never one above. The job (contract) is read, a plan is made of the plan's parts (plan) by the
+# planner from what the modes declare, a host carries it out (launch; a user's script: script),
+# and each training process (worker) runs training with its mode's runtime.
+LAYERS = (
+    {"errors"},
+    {"report", "logs", "pricing", "tf_line"},
+    {"cpu"},  # the CPU settings a process gets, from the job's CPUs
+    {"contract"},  # what SageMaker gives the job
+    {"plan"},  # what a plan is made of, and which mode auto picks from what modes declare
+    {"data"},  # the input pipeline
+    {"models"},  # DeepFM and the user's hooks
+    {"supervision"},  # child processes and peer hosts watched
+    {"training"},  # the training loop
+    {"modes"},  # each mode: what it declares, how it lays out its processes, its runtime
+    {"planner"},  # the job -> the plan
+    {"measure"},  # measurements on this machine: probe, tune
+    {"worker"},  # one training process
+    {"script"},  # a user's script: its processes, requirements and watchers
+    {"launch"},  # a host carrying out the plan
+    {"local", "kit", "image_environment", "pipe_mode_dataset"},  # what users and the image call
+    {"bench"},
+    {"commands"},
+    {"__main__"},
+)
+
+
+def part_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_imports_run_one_way_down_the_house():
+    layer = {part: index for index, parts in enumerate(LAYERS) for part in parts}
+    edges = graph()
+    assert {part_of(name) for name in edges} - {"trainer"} <= set(layer), "a part of the package has no layer"
+    upward = sorted(f"{name} -> {target}" for name, targets in edges.items() for target in targets
+                    if name != "trainer" and layer[part_of(target)] > layer[part_of(name)])
+    assert upward == []

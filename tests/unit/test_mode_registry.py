@@ -4,10 +4,9 @@ import pytest
 from test_planner import job
 
 from trainer import modes
-from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.errors import JobError
 from trainer.modes.base import REGISTERED, Mode, Runtime, register
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 from trainer.plan.types import WORKER_COMMAND, Launch, LaunchKind
 
 
@@ -44,7 +43,6 @@ def pair_mode():
 
 def test_a_registered_mode_is_a_distribution_and_plans(pair_mode):
     assert "pair" in modes.names()
-    assert parse_hyperparameters({"distribution": "pair"}).distribution == "pair"
     plan = make_plan(job(hosts=2, hp={"distribution": "pair"}))
     assert (plan.mode, plan.reason, plan.world_size, plan.learning_rate_scale) == (
         "pair", "distribution=pair (hyperparameter)", 4, 4.0)
@@ -63,8 +61,12 @@ def test_a_registered_mode_is_chosen_where_it_fits(pair_mode):
 
 
 def test_an_unregistered_name_is_refused():
-    with pytest.raises(JobError, match="'distribution': 'pair' is not accepted; accepted: one of auto, horovod"):
-        parse_hyperparameters({"distribution": "pair"})
+    with pytest.raises(JobError, match="'distribution': 'Pair' is not accepted; accepted: one of auto, horovod"):
+        make_plan(job(hp={"distribution": "Pair"}))
+
+
+def test_a_mode_s_name_is_taken_in_any_case():
+    assert make_plan(job(hosts=2, hp={"distribution": " Horovod"})).mode == "horovod"
 
 
 def test_a_name_registers_once():
@@ -81,7 +83,7 @@ def test_planning_loads_no_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; from test_planner import job; from trainer.plan.planner import make_plan; "
+    code = ("import sys; from test_planner import job; from trainer.planner.planner import make_plan; "
             "make_plan(job(hosts=2)); print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=os.path.dirname(__file__))

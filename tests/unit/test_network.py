@@ -6,7 +6,7 @@ import pytest
 
 from trainer.contract.network import choose_interface, present_interfaces
 from trainer.errors import JobError
-from trainer.plan.planner import make_plan, refuse_an_unusable_interface
+from trainer.planner.planner import make_plan, refuse_an_unusable_interface
 from test_planner import job
 
 ETH0 = {"eth0": ("172.18.0.2",)}

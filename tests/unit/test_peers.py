@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from trainer.launch import peers
+from trainer.contract import addresses
+from trainer.supervision import peers
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.plan.types import PeerWait
 
@@ -335,7 +336,7 @@ def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeyp
     still reached (and so is not taken for gone, nor for a lost leader)."""
     server = status_port()
     real = socket.getaddrinfo
-    monkeypatch.setattr(peers, "_resolved", {})
+    monkeypatch.setattr(addresses, "_resolved", {})
     try:
         assert peers.read_status("localhost", server.port, "algo-2") == "running"
 
@@ -346,7 +347,7 @@ def test_a_name_that_resolved_keeps_its_address_when_dns_stops_answering(monkeyp
 
         monkeypatch.setattr(socket, "getaddrinfo", dns_down)
         assert peers.read_status("localhost", server.port, "algo-2") == "running"
-        assert peers.resolve("algo-9") is None  # a name never resolved stays unknown
+        assert addresses.address_of("algo-9") is None  # a name never resolved stays unknown
     finally:
         monkeypatch.setattr(socket, "getaddrinfo", real)
         server.close()

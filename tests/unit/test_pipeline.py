@@ -170,7 +170,7 @@ def test_every_record_once_per_epoch_in_full_batches(tmp_path, shuffle_buffer, b
 ])
 def test_later_epochs_sample_the_first_windows_cached_and_reshuffle_every_pass(tmp_path, shuffle_buffer, batches,
                                                                                sample_records):
-    # What the probes time the step on (trainer.cpu.measure.later_epochs_rate).
+    # What the probes time the step on (trainer.measure.rates.later_epochs_rate).
     make_files(tmp_path / "data", 2, 100)
     spec = InputSpec.for_channels([channel(tmp_path / "data")], None)
     epoch_input = EpochInput(spec, layout.batch_parser("tfrecord", 2), 16, shuffle_buffer, seed=2)

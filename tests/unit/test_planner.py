@@ -10,7 +10,7 @@ from trainer.errors import JobError
 from trainer.plan.clusters import mwms_cluster, ps_cluster, sagemaker_ps_cluster, translate_master
 from trainer.launch.host import describe
 from trainer.plan.mpi import CPU_CYCLE_TIME_MS, cpu_binding
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 from trainer.plan.types import SshTrust
 from trainer.tf_line import LEGACY_KERAS_ENV, LINES
 
@@ -430,13 +430,14 @@ def test_plan_is_json():
 
 def test_every_mode_has_a_runtime_and_is_a_distribution():
     from trainer import modes
-    from trainer.contract.hyperparameters import SPEC_BY_NAME
     from trainer.modes.base import Runtime
 
     assert set(modes.names()) == {"single", "tower", "mirrored", "horovod", "local_sgd", "parameter_server",
                                   "multi_worker_mirrored"}
     assert all(issubclass(modes.get(name).runtime, Runtime) for name in modes.names())
-    assert SPEC_BY_NAME["distribution"].options() == ("auto",) + modes.names()
+    for name in modes.names():  # each a value of the `distribution` hyperparameter
+        hosts = 1 if modes.get(name).in_process else 2
+        assert make_plan(job(hosts=hosts, hp={"distribution": name, "replicas": "2"})).mode == name
 
 
 def on_host(base: Job, index: int) -> Job:

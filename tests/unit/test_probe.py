@@ -3,7 +3,7 @@ a machine without mpirun told so."""
 import pytest
 
 from trainer.contract.job import read_job
-from trainer.cpu import probe
+from trainer.measure import probe
 from trainer.errors import JobError
 from trainer.local import runner
 
@@ -82,7 +82,7 @@ def test_a_job_the_probe_cannot_measure_is_told_why_and_trains_on(job, caplog):
     import dataclasses
     import logging
 
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     gpus = dataclasses.replace(job, num_gpus=1)
     with caplog.at_level(logging.WARNING, logger="trainer"):
@@ -98,7 +98,7 @@ def test_a_measuring_process_that_hangs_or_fails_is_a_job_error(command, message
     """What --probe and probe_scaling catch and report (a hung probe is not the job's end)."""
     import re
 
-    from trainer.cpu.measure import json_result
+    from trainer.measure.rates import json_result
 
     with pytest.raises(JobError, match="^" + re.escape(message)):
         json_result(command, {}, 0.2 if command[0] == "sleep" else 10, "a measuring process")
@@ -111,8 +111,8 @@ def test_one_host_s_step_is_measured_as_one_host_alone_trains_not_as_the_mode_st
     several times."""
     import dataclasses
 
-    from trainer.cpu.measure import alone_on_this_host
-    from trainer.plan.planner import make_plan
+    from trainer.measure.rates import alone_on_this_host
+    from trainer.planner.planner import make_plan
 
     asked = dataclasses.replace(job, hyperparameters=job.hyperparameters.with_value("distribution", mode))
     alone = make_plan(alone_on_this_host(asked))
@@ -124,7 +124,7 @@ def test_one_host_s_step_is_measured_as_one_host_alone_trains_not_as_the_mode_st
 
 
 def test_the_one_host_step_s_measuring_process_is_told_so():
-    from trainer.cpu import tune
+    from trainer.measure import tune
 
     start = {"intra_op_threads": 1, "inter_op_threads": 2, "omp_num_threads": 1, "kmp_affinity": "disabled",
              "kmp_blocktime": 1}
@@ -136,8 +136,8 @@ def test_one_host_alone_of_a_job_with_a_data_group_is_fed_by_no_other_host():
     from test_groups import CPU
     from test_groups import job as grouped_job
 
-    from trainer.cpu.measure import alone_on_this_host
-    from trainer.plan.planner import make_plan
+    from trainer.measure.rates import alone_on_this_host
+    from trainer.planner.planner import make_plan
 
     grouped = grouped_job([("dnn", CPU, 2), ("feed", CPU, 1)], hp={"training_groups": "dnn"})
     assert make_plan(grouped).data_service is not None

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from trainer.errors import JobError
-from trainer.launch import requirements
+from trainer.script import requirements
 
 CPU_IMAGE_PINS = {"intel-tensorflow": "2.14.0", "tensorflow": "2.14.0", "keras": "2.14.0", "numpy": "1.26.4",
                   "protobuf": "3.20.3", "horovod": "0.28.1", "mpi4py": "4.1.2", "tensorflow-io": "0.34.0"}

@@ -13,7 +13,7 @@ from trainer.contract.hyperparameters import parse_hyperparameters
 from trainer.errors import JobError
 from trainer.launch.host import describe
 from trainer.plan.clusters import aws_mwms_tf_config, aws_ps_tf_config
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 from trainer.tf_line import LEGACY_KERAS_ENV, LINES
 from trainer.contract.user_code import EntryPoint, classify, classify_source
 

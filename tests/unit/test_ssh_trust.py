@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from trainer.errors import JobError
-from trainer.launch import peers, ssh_trust
+from trainer.launch import ssh_trust
+from trainer.supervision import peers
 from trainer.plan.sdk import driver_ssh_trust
 from trainer.plan.types import SshTrust
 
@@ -93,7 +94,7 @@ ADDRESSES = {"algo-1": "127.0.0.1", "algo-2": "127.0.0.2"}
 
 @pytest.fixture
 def two_hosts(monkeypatch, tmp_path):
-    monkeypatch.setattr(peers, "resolve", lambda host, timeout=None: ADDRESSES.get(host, host))  # an address is itself
+    monkeypatch.setattr(peers, "address_of", lambda host, timeout=None: ADDRESSES.get(host, host))  # an address is itself
     job = peers.JobAddresses(ADDRESSES, resolver=ADDRESSES.get)
     first = peers.StatusServer("algo-1", 0, job, bind=ADDRESSES["algo-1"])
     second = peers.StatusServer("algo-2", first.port, job, bind=ADDRESSES["algo-2"])
@@ -241,7 +242,7 @@ def test_sshd_that_does_not_start_is_a_clear_error(two_hosts, monkeypatch, sshd,
 def test_simulated_hosts_mpirun_logs_in_with_the_job_key_over_the_job_interface():
     from test_planner import MPI_2, job
     from trainer.launch.toolkit_mpi import simulated_hosts_command
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     the_job = job(hosts=2, sdk=MPI_2)
     plan = make_plan(the_job)
@@ -263,7 +264,7 @@ def test_the_toolkits_mpirun_across_hosts_gets_the_plans_cpu_settings(gpus, yiel
     rank yields its CPU; the user's options still come after the plan's."""
     from test_planner import job
     from trainer.launch.toolkit_mpi import toolkit_runner
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     the_job = job(hosts=2, gpus=gpus, cpus=32, cores=16, sdk={"sagemaker_mpi_enabled": True,
                                                               "sagemaker_mpi_num_of_processes_per_host": 4,

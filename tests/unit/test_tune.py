@@ -2,7 +2,7 @@
 import pytest
 
 from trainer.bench import cpu_settings
-from trainer.cpu import tune
+from trainer.measure import tune
 from trainer.cpu.settings import DEFAULT_KMP_AFFINITY
 
 START = {"intra_op_threads": 2, "inter_op_threads": 2, "omp_num_threads": 1,

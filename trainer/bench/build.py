@@ -15,7 +15,7 @@ import os
 import sys
 
 from trainer.bench.common import interleaved
-from trainer.cpu.measure import json_result
+from trainer.measure.rates import json_result
 from trainer.errors import JobError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +54,7 @@ def probe(steps: int, bare: bool) -> dict:
     """In this process (its OpenMP environment already set): samples/sec of the step, with
     a job's thread counts."""
     from trainer.bench.common import apply_job_cpu_settings, cached_batches, default, default_model
-    from trainer.cpu.measure import fit_rate
+    from trainer.measure.rates import fit_rate
 
     if not bare:
         apply_job_cpu_settings()

@@ -16,7 +16,7 @@ import argparse
 import tempfile
 
 from trainer.bench.common import default, default_model, generated_spec, interleaved, job_input
-from trainer.cpu.measure import fit_rate
+from trainer.measure.rates import fit_rate
 
 CASES = ("ceiling", "ceiling-64", "tfrecord", "tfrecord-cached", "libsvm")
 DISTINCT_BATCHES = 64

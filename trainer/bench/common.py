@@ -42,7 +42,7 @@ def default_model(feature_size: int | None = None, optimizer: str | None = None,
     from trainer.contract.hyperparameters import parse_hyperparameters
     from trainer.models.deepfm import build_deepfm
     from trainer.models.optimizers import build_optimizer_state, make_optimizer
-    from trainer.plan.planner import steps_per_execution
+    from trainer.planner.planner import steps_per_execution
 
     model = build_deepfm(default("field_size"), feature_size or default("feature_size"), default("embedding_size"),
                          default("deep_layers"), default("dropout"), default("l2_reg"), seed=0)

@@ -22,7 +22,7 @@ import tempfile
 
 from trainer.bench.common import interleaved
 from trainer.cpu import settings as cpu
-from trainer.cpu.tune import measure_in_subprocess, settings_as_dict
+from trainer.measure.tune import measure_in_subprocess, settings_as_dict
 
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 

@@ -61,7 +61,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from trainer.bench.common import apply_job_cpu_settings
-    from trainer.cpu.measure import StepClock
+    from trainer.measure.rates import StepClock
 
     apply_job_cpu_settings()  # the same thread and OpenMP settings as the project's job gets here
     import numpy as np

@@ -15,7 +15,7 @@ import time
 
 from trainer.bench import recorded
 from trainer.bench.common import cached_batches, default, default_model, interleaved
-from trainer.cpu.measure import fit_rate
+from trainer.measure.rates import fit_rate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from trainer.bench.common import cached_batches, default, default_model
-from trainer.cpu.measure import fit_rate
+from trainer.measure.rates import fit_rate
 
 # Op types by what they serve in a DeepFM step (the rest: the FM term, activations, the
 # loss, Keras' and the optimizer's bookkeeping).

@@ -22,7 +22,7 @@ import tempfile
 
 from trainer.bench import recorded
 from trainer.bench.common import local_job_metrics
-from trainer.cpu.measure import json_result
+from trainer.measure.rates import json_result
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 from trainer.errors import JobError
 

@@ -74,7 +74,7 @@ def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]
 
 def predicted_modes(names: list[str]) -> list[str]:
     """Of the modes `names`, those `trainer plan --probe` predicts."""
-    from trainer.cpu import probe
+    from trainer.measure import probe
 
     return [name for name in names if name in probe.predicted_modes()]
 

@@ -11,7 +11,7 @@ import argparse
 import math
 
 from trainer.bench.common import cached_batches, default, default_model, interleaved
-from trainer.cpu.measure import fit_rate
+from trainer.measure.rates import fit_rate
 from trainer.cpu.settings import bfloat16_supported
 
 CASES = {

@@ -21,11 +21,11 @@ import os
 import tempfile
 
 from trainer.contract.job import base_dir_from_env, read_job
-from trainer.cpu import probe
+from trainer.measure import probe
 from trainer.cpu import settings as cpu
 from trainer.errors import JobError
 from trainer.local import runner
-from trainer.plan.planner import make_plan
+from trainer.planner.planner import make_plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

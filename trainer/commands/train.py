@@ -111,7 +111,7 @@ def end_process(exit_code: int) -> NoReturn:
     TensorFlow's runtime, which with parameter servers removes every function from every
     remote task, one RPC at a time: minutes when the other hosts have already gone. The
     upload of output/intermediate is waited for first (bounded)."""
-    from trainer.launch import intermediate_output
+    from trainer.contract import intermediate_output
 
     intermediate_output.wait()
     logging.shutdown()

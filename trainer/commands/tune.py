@@ -1,5 +1,5 @@
 """`trainer tune`: measure CPU thread settings on a job's model and data, and print the best
-(trainer.cpu.tune searches; `trainer tune probe` is one measurement, in its own process).
+(trainer.measure.tune searches; `trainer tune probe` is one measurement, in its own process).
 
     trainer tune --channel training=data/train --seconds 120 [--batch-sizes 256,512,1024]
 """
@@ -12,7 +12,7 @@ import tempfile
 
 from trainer.contract.job import read_job
 from trainer.cpu import settings as cpu
-from trainer.cpu.tune import PROBE_STEPS, measure_in_subprocess, settings_as_dict, tune_job
+from trainer.measure.tune import PROBE_STEPS, measure_in_subprocess, settings_as_dict, tune_job
 from trainer.local import runner
 from trainer.logs import setup_logging
 
@@ -24,7 +24,7 @@ def probe(args: argparse.Namespace) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter)
-    from trainer.cpu.measure import fit_rate, jobs_model_and_input, later_epochs_rate
+    from trainer.measure.rates import fit_rate, jobs_model_and_input, later_epochs_rate
     from trainer.models.optimizers import build_optimizer_state
 
     plan, hooks, model, training = jobs_model_and_input(args.batch_size, args.one_host)

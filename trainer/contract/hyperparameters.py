@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from trainer import modes
 from trainer.contract.values import parse_bool
 from trainer.errors import JobError
 from trainer.report import STOP_GRACE_SEC
@@ -122,19 +121,17 @@ class Spec:
     default: Any
     help: str
     group: str = "training"
-    # The accepted values, or a function giving them when asked (modes register themselves).
-    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+    choices: tuple[str, ...] = ()  # the accepted values
     minimum: float | None = None
     maximum: float | None = None
     allow_auto: bool = False  # "auto" (or empty) means: decided from the job at run time
     aliases: Mapping[str, str] = field(default_factory=dict)  # accepted spelling -> choice
 
-    def options(self) -> tuple[str, ...]:
-        return self.choices() if callable(self.choices) else self.choices
-
-    def accepted(self) -> str:
-        if self.choices:
-            text = "one of " + ", ".join(self.options())
+    def accepted(self, choices: tuple[str, ...] = ()) -> str:
+        """What it accepts, in words (`choices`: its values where another part of the package
+        checks them)."""
+        if self.choices or choices:
+            text = "one of " + ", ".join(self.choices or choices)
         else:
             text = KIND_TEXT[self.kind]
             if self.minimum is not None and self.maximum is not None:
@@ -159,7 +156,7 @@ class Spec:
         if self.choices:
             key = str(value).strip().lower()
             value = self.aliases.get(key, key)
-            if value not in self.options():
+            if value not in self.choices:
                 raise JobError(
                     f"hyperparameter '{self.name}': {raw!r} is not accepted; "
                     f"accepted: {self.accepted()}"
@@ -179,11 +176,6 @@ class Spec:
 def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else str(number)
 
-
-
-def distributions() -> tuple[str, ...]:
-    """The `distribution` hyperparameter's values: auto, and every registered mode."""
-    return (AUTO,) + modes.names()
 
 
 # The container's own settings: a user's training script is not given them as arguments
@@ -280,9 +272,10 @@ SPECS: tuple[Spec, ...] = (
          "mpi4py, tensorflow-io, sagemaker-training, sagemaker-tensorflow); false: such a line fails the job "
          "before training, naming it.", group="input"),
     # Distribution: decided by the planner from the job; these override its choices
+    # Its values are auto and the registered modes' names, which the planner checks (trainer.plan.auto).
     Spec("distribution", "str", "auto", "How to use the job's hosts and devices; auto: from the "
          "SageMaker SDK's distribution keys, else from hosts, GPUs and CPUs (trainer plan says why).",
-         group="distribution", choices=distributions),
+         group="distribution"),
     Spec("processes_per_host", "int", None, "Training processes per host (horovod); auto: the "
          "SDK's sagemaker_mpi_num_of_processes_per_host, else one per GPU, else 1.",
          group="distribution", minimum=1, allow_auto=True),
@@ -447,8 +440,9 @@ def _check_consistency(values: dict[str, Any]) -> None:
                        f"got {','.join(map(str, steps))}")
 
 
-def markdown_table() -> str:
-    """The hyperparameter table of docs/hyperparameters.md (a test keeps the two the same);
+def markdown_table(choices: Mapping[str, tuple[str, ...]]) -> str:
+    """The hyperparameter table of docs/hyperparameters.md (a test keeps the two the same), with
+    `choices` of the hyperparameters checked elsewhere (`distribution`: by the planner);
     pitfall numbers link to docs/pitfalls.md."""
     lines = ["| name | type | default | accepted | what it does |", "|---|---|---|---|---|"]
     for spec in SPECS:
@@ -460,5 +454,5 @@ def markdown_table() -> str:
         elif isinstance(default, bool):
             default = str(default).lower()
         described = re.sub(r"\bP(\d+)\b", r"[P\1](pitfalls.md#p\1)", spec.help)
-        lines.append(f"| `{spec.name}` | {spec.kind} | `{default}` | {spec.accepted()} | {described} |")
+        lines.append(f"| `{spec.name}` | {spec.kind} | `{default}` | {spec.accepted(choices.get(spec.name, ()))} | {described} |")
     return "\n".join(lines)

@@ -334,6 +334,6 @@ def read_job(base_dir: str | None = None) -> Job:
 
 def _own_address(host: str) -> str | None:
     """The address the host's job name resolves to (bounded; None: it does not resolve)."""
-    from trainer.launch.peers import resolve  # its bounded lookup, whose answers the job keeps
+    from trainer.contract.addresses import address_of  # a bounded lookup, whose answers the job keeps
 
-    return resolve(host)
+    return address_of(host)

@@ -1,1 +1,1 @@
-"""CPU thread settings: decided (settings), measured (measure) and searched (tune)."""
+"""CPU thread settings, decided from the job's CPUs (settings); measured and tuned in trainer.measure."""

@@ -1,4 +1,4 @@
-"""tf.data service for a heterogeneous cluster's data hosts (trainer.plan.groups): the
+"""tf.data service for a heterogeneous cluster's data hosts (trainer.planner.data_groups): the
 dispatcher and workers they serve, and how a training process reads its batches through them.
 
 TensorFlow's own service does the work: its dispatcher and workers, and `distribute()` on
@@ -21,9 +21,9 @@ MAX_OUTSTANDING_REQUESTS = 8
 
 
 def _address(host: str, port: int) -> str:
-    """`host:port` as `address:port`, looked up once (trainer.modes.addresses): the dispatcher,
+    """`host:port` as `address:port`, looked up once (trainer.contract.addresses): the dispatcher,
     the workers and the consumers then agree on every worker's address."""
-    from trainer.modes.addresses import with_addresses
+    from trainer.contract.addresses import with_addresses
 
     return with_addresses({"cluster": {"task": [f"{host}:{port}"]}})["cluster"]["task"][0]
 

@@ -1,4 +1,4 @@
-"""A heterogeneous cluster's two sides at run time (trainer.plan.groups decided them).
+"""A heterogeneous cluster's two sides at run time (trainer.planner.data_groups decided them).
 
 A data host runs its tf.data service tasks (the dispatcher on the first, a worker on each,
 `python -m trainer.worker --serve <role>`) until the first training host has ended, then
@@ -14,7 +14,7 @@ import sys
 import threading
 
 from trainer.errors import PeerLost, Stopped
-from trainer.launch import peers, supervise
+from trainer.supervision import peers, supervise
 from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED
 
 log = logging.getLogger("trainer")

@@ -1,6 +1,6 @@
 """Carry out the plan on this host: run the training process here, or start the ranks.
 
-No decisions here: the plan says what to start (trainer.plan.planner).
+No decisions here: the plan says what to start (trainer.planner.planner).
 """
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from trainer import worker
 from trainer.script import process as script_process
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import data_group, parameter_server, peers, supervise
+from trainer.launch import data_group, parameter_server
 from trainer.script import launch as script_launch
 from trainer.script import stall
-from trainer.plan.planner import make_plan, refuse_an_unusable_interface
+from trainer.supervision import peers, supervise
+from trainer.planner.planner import make_plan, refuse_an_unusable_interface
 from trainer.plan.types import LaunchKind
 from trainer.report import EXIT_STOPPED, AlreadyReported, read_metrics
 
@@ -26,7 +27,7 @@ def run(job) -> dict | None:
 
     On a multi-host job this host's status port answers from the start (the others wait for
     it), this host waits for the hosts the plan names, and at the end it publishes how its
-    part ended, which the other hosts read (trainer.launch.peers); the port answers until
+    part ended, which the other hosts read (trainer.supervision.peers); the port answers until
     the process ends (end_with_the_job).
     """
     plan = make_plan(job)
@@ -69,7 +70,7 @@ def predict_scaling_if_asked(job, plan) -> None:
     """probe_scaling: the first training host logs whether the job's hosts pay (for one
     host: whether two would), before training, on this host's CPUs while nothing else runs."""
     if job.hyperparameters.probe_scaling and job.current_host == plan.hosts[0]:
-        from trainer.cpu import probe
+        from trainer.measure import probe
 
         probe.log_prediction(job, plan)
 
@@ -77,7 +78,7 @@ def predict_scaling_if_asked(job, plan) -> None:
 def tell_the_others_how_it_ended(job) -> None:
     """After this host's part has failed and its failure file is written: on several hosts,
     keep its reason up until every other host has read it or no longer needs it, for at most
-    FINAL_STATE_WAIT_SEC (trainer.launch.peers.StatusServer.wait_until_read). Whatever they
+    FINAL_STATE_WAIT_SEC (trainer.supervision.peers.StatusServer.wait_until_read). Whatever they
     wait for of this host (its sshd, its tasks, its end) they then end at once, naming it."""
     status = peers.serving()
     if status is not None:
@@ -87,7 +88,7 @@ def tell_the_others_how_it_ended(job) -> None:
 def end_with_the_job(job) -> None:
     """After this host's part has succeeded and its outputs are written: on several hosts,
     wait (bounded by peer_wait_sec) until every other host's part has ended too, so that the
-    job's hosts end together (trainer.launch.peers.wait_for_the_job_end). Then, for at most
+    job's hosts end together (trainer.supervision.peers.wait_for_the_job_end). Then, for at most
     30 s, until every other host has read that this one is done: a host that exited the
     moment it could would look, to one still waiting, like a host that vanished."""
     status = peers.serving()

@@ -8,7 +8,7 @@ import sys
 import threading
 
 from trainer import worker
-from trainer.launch import peers, supervise
+from trainer.supervision import peers, supervise
 from trainer.report import EXIT_JOB_ERROR
 
 log = logging.getLogger("trainer")

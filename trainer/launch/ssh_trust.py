@@ -6,7 +6,7 @@ pull it. Trust is made when a job starts, from the plan's SshTrust (who logs in 
 
 - every host that logs in makes a root key pair; every host that accepts logins makes its
   sshd host key. Each publishes its public half on its status port, which answers only
-  the job's hosts (trainer.launch.peers.StatusServer);
+  the job's hosts (trainer.supervision.peers.StatusServer);
 - a host that accepts logins reads the public keys of the hosts that log in from their
   status ports, connecting to the address their job host name resolves to, and authorizes
   each with `from="<that address>"`; its sshd listens on the job's address only and lets in
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
 from trainer.errors import JobError
-from trainer.launch import peers
-from trainer.launch.supervise import die_with_parent
+from trainer.supervision import peers
+from trainer.supervision.supervise import die_with_parent
 from trainer.plan.types import STATUS_PORT, SshTrust
 
 log = logging.getLogger("trainer")

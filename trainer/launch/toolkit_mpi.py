@@ -28,10 +28,11 @@ from sagemaker_training import environment, mpi
 
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import ssh_trust, supervise
+from trainer.launch import ssh_trust
 from trainer.plan.mpi import YIELD_WHEN_IDLE, cpu_binding, mpi_options
 from trainer.plan.types import SCRIPT_RANK_COMMAND, WORKER_COMMAND
 from trainer.script import stacks
+from trainer.supervision import supervise
 
 log = logging.getLogger("trainer")
 
@@ -61,7 +62,7 @@ def rank_program(command) -> str:
 
 def run(job, plan, status, explain=None, cwd: str | None = None, watch=None) -> None:
     """`status`: this host's status port, where the job's ssh keys are published;
-    `explain`: trainer.launch.supervise.run_mpirun's, for ranks that write no failure file;
+    `explain`: trainer.supervision.supervise.run_mpirun's, for ranks that write no failure file;
     `cwd`: where the ranks start (the image: the toolkit's code folder); `watch`: a script's
     stall watch, on the master (Horovod's stall check runs on rank 0, which names the
     ranks on every host)."""

@@ -332,7 +332,7 @@ def _prefixed(stream, host: str) -> None:
 def _stop_forwarded_to(processes: list):
     """SIGTERM to this process goes on to every host's `train`, as SageMaker's stop (or a
     spot interruption) reaches every container; they save and end by themselves."""
-    from trainer.launch.supervise import handling_sigterm
+    from trainer.supervision.supervise import handling_sigterm
 
     def forward(signum, frame):
         for process in processes:

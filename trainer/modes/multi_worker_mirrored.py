@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from trainer.modes.addresses import with_addresses
+from trainer.contract.addresses import with_addresses
 from trainer.modes.base import Deferred, Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import aws_mwms_tf_config, mwms_cluster

@@ -18,7 +18,7 @@ import math
 import os
 
 from trainer.errors import JobError
-from trainer.modes.addresses import with_addresses
+from trainer.contract.addresses import with_addresses
 from trainer.modes.base import Mode, Runtime, register, tf
 from trainer.plan import sdk
 from trainer.plan.clusters import PS_PORT, PS_WORKER_PORT, aws_ps_tf_config, ps_cluster

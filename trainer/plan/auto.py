@@ -14,7 +14,10 @@ def choose(job, modes) -> tuple:
     """(mode, why) for `job` among `modes` (the registered ones)."""
     sdk.refuse_unsupported(job)
     by_name = {mode.name: mode for mode in modes}
-    chosen = job.hyperparameters.distribution
+    chosen = job.hyperparameters.distribution.strip().lower()
+    if chosen not in by_name and chosen != "auto":
+        raise JobError(f"hyperparameter 'distribution': {job.hyperparameters.distribution!r} is not accepted; "
+                       f"accepted: one of {', '.join(['auto', *sorted(by_name)])}")
     if chosen != "auto":
         mode = by_name[chosen]
         if job.runs_script and not mode.runs_scripts:

@@ -1,6 +1,6 @@
 """Whether more hosts pay: a job's samples/s and samples per dollar on its hosts against one
 host of the same type, predicted from short measurements (`trainer plan --probe`,
-trainer.cpu.probe): one host's training step, and the same step as the mode runs it on two
+trainer.measure.probe): one host's training step, and the same step as the mode runs it on two
 hosts, each on CPUs of its own, exchanging with each other (Horovod's and multi-worker
 mirrored's gradients every step, local SGD's average of the model every
 `average_every_steps`, parameter servers' reads and updates).

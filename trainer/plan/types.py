@@ -36,7 +36,7 @@ class Process:
 
 
 # Every host's `train` in a multi-host job answers here with its state (next to SageMaker's
-# TensorFlow ports 2222-2224; trainer.launch.peers).
+# TensorFlow ports 2222-2224; trainer.supervision.peers).
 STATUS_PORT = 2225
 # A heterogeneous cluster's tf.data service: its dispatcher (on the first data host) and a
 # worker on every data host.

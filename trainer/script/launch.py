@@ -7,13 +7,13 @@ script) install with no network. Running it is this container's: the toolkit's r
 wait for every host name for up to 15 minutes without a word, do not pass SIGTERM on
 with a bounded grace, and end a worker host of a parameter-server job only when the
 master stops answering `curl` (forever, if it never answered). Here the peers are awaited
-with a bound before this runs (trainer.launch.peers), and:
+with a bound before this runs (trainer.supervision.peers), and:
 
 - parameter servers: this host's PS task runs beside its script (AWS's TF_CONFIG); the
   hosts after the first end when the first host's script has ended (or fail, naming it,
   when that host is lost);
 - multi-worker mirrored, or no distribution: the script on every host, each ending itself;
-- MPI: mpirun through trainer.launch.supervise (one host) or the toolkit's MPI runner (several),
+- MPI: mpirun through trainer.supervision.supervise (one host) or the toolkit's MPI runner (several),
   each rank started by trainer.script.process.
 """
 from __future__ import annotations
@@ -28,12 +28,13 @@ import threading
 import time
 
 from trainer.errors import JobError, PeerLost, Stopped
-from trainer.launch import intermediate_output, peers, requirements, supervise
+from trainer.contract import intermediate_output
 from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 from trainer.script import process as script_process
-from trainer.script import stacks, stall
+from trainer.script import requirements, stacks, stall
 from trainer.script.mpi_rank import ENDED_LINE
 from trainer.script.stall import MPI_TAG
+from trainer.supervision import peers, supervise
 
 log = logging.getLogger("trainer")
 OUTPUT_LINES_IN_FAILURE = 30
@@ -63,7 +64,7 @@ OUT_OF_STEP = ("the ranks ran different numbers of steps or collectives, for exa
 
 def prepare(job, toolkit_env) -> None:
     """Install what the code needs, as the toolkit does, shipped wheels first and offline,
-    without moving the image's pinned stack (trainer.launch.requirements)."""
+    without moving the image's pinned stack (trainer.script.requirements)."""
     from sagemaker_training import entry_point
 
     code_dir, program = job.entry_point.code_dir, job.entry_point.program
@@ -179,7 +180,7 @@ def rank_that_ended_first(output: str, failed_rank: int | None) -> int | None:
 
 
 def mpirun_failure_writer(job, plan):
-    """For trainer.launch.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
+    """For trainer.supervision.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
     output (its --tag-output marks whose each line is)."""
     def explain(rank, how, output):
         who = plan.process(rank).name if rank is not None else f"one of its {plan.world_size} ranks"
@@ -244,7 +245,7 @@ def collective_failed(output: str) -> bool:
 
 
 class PeerWatch:
-    """Follows every other host's state (trainer.launch.peers) while this host's script runs: when
+    """Follows every other host's state (trainer.supervision.peers) while this host's script runs: when
     one fails, stops or is lost, this script is ended (SIGTERM, then SIGKILL 10 s later)
     and `ended_by` says which host and why, so the job ends in seconds, not when
     TensorFlow's collectives time out. Hosts whose part ended well are kept in `ended_well`:

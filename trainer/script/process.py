@@ -128,7 +128,7 @@ def environment(job, plan, process, toolkit_env=None) -> dict[str, str]:
 
 def main() -> None:
     """A rank under mpirun: become the script with this rank's environment."""
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
     from trainer.plan.mpi import rank_from_launcher
 
     job = read_job(base_dir_from_env())

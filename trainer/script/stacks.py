@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from trainer.errors import Stopped
-from trainer.launch.supervise import processes_table
+from trainer.supervision.supervise import processes_table
 from trainer.report import EXIT_JOB_ERROR, EXIT_STOPPED, AlreadyReported, write_failure
 
 log = logging.getLogger("trainer")

@@ -25,8 +25,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from trainer.launch import peers
-from trainer.launch.supervise import lost_peer, lost_peer_process, processes_table
+from trainer.supervision import peers
+from trainer.supervision.supervise import lost_peer, lost_peer_process, processes_table
 from trainer.report import write_failure
 from trainer.script import stacks
 

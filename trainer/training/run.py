@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from trainer.contract.job import Job
 from trainer.errors import PeerLost, Stopped
-from trainer.launch.supervise import lost_peer_reason
+from trainer.supervision.supervise import lost_peer_reason
 from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
 from trainer.pricing import price_of_job

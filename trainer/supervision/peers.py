@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Callable
 
+from trainer.contract.addresses import LOOKUP_TIMEOUT_SEC, address_of
 from trainer.errors import JobError, PeerLost, Stopped
 from trainer.plan.types import STATUS_PORT, PeerWait  # what the plan says to wait for
 
@@ -35,7 +36,6 @@ CONNECT_TIMEOUT_SEC = 2.0
 # (no route to host, after 3 s of unanswered ARP), not only that it is slow.
 STATUS_CONNECT_TIMEOUT_SEC = 5.0
 CHECK_TIMEOUT_SEC = 10.0  # one check of one peer (a lookup, then a connect or a login)
-RESOLVE_TIMEOUT_SEC = 5.0  # one lookup; a host that does not resolve in this is tried again
 # A leader whose status port is closed (its `train` has exited, or its host is gone) for
 # this long is lost; a single missed poll is not.
 LOST_AFTER_SEC = 10.0
@@ -57,36 +57,9 @@ FINAL_STATES = (DONE, STOPPED, FAILED)
 UNRESOLVED = "does not resolve"
 
 
-# A job host's address does not change while the job runs: once a name has resolved, that
-# address is used from then on. The job network's DNS can stop answering for seconds at a
-# time (seen in container networks under load); a host must not take that for another
-# host's end, and a host that has exited is told by its port, not by its name.
-_resolved: dict[str, str] = {}
 # The final states this host has read on other hosts' status ports, by (host, port): a host
 # known to have failed or stopped needs nothing more of this one (StatusServer.wait_until_read).
 _final_read: dict[tuple[str, int], str] = {}
-
-
-def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SEC) -> str | None:
-    """The host's address, or None while it does not resolve. The lookup runs in a thread
-    of its own, so a resolver that does not answer cannot hold this process (or its SIGTERM
-    handler) longer than `timeout`."""
-    if host in _resolved:
-        return _resolved[host]
-    result: list = []
-
-    def lookup():
-        try:
-            result.append(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=lookup, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if result:
-        _resolved[host] = result[0]
-    return result[0] if result else None
 
 
 def port_answers(address: str, port: int, timeout: float = CONNECT_TIMEOUT_SEC) -> bool:
@@ -99,7 +72,7 @@ def port_answers(address: str, port: int, timeout: float = CONNECT_TIMEOUT_SEC) 
 
 def _check(peer: PeerWait, answers: Callable[[PeerWait, str], bool]) -> str | None:
     """None when the peer answers, else what is missing ("does not resolve", ...)."""
-    address = resolve(peer.host)
+    address = address_of(peer.host)
     if address is None:
         return UNRESOLVED
     if not answers(peer, address):
@@ -214,7 +187,7 @@ class JobAddresses:
 
     def __init__(self, hosts, resolver=None):
         self.hosts = tuple(hosts)
-        self._resolve = resolver or resolve
+        self._resolve = resolver or address_of
         self._known: set[str] = set()
         self._refreshed = -self.REFRESH_SEC
         self._lock = threading.Lock()
@@ -225,7 +198,7 @@ class JobAddresses:
         with self._lock:
             if time.monotonic() - self._refreshed >= self.REFRESH_SEC:
                 self._refreshed = time.monotonic()
-                looked_up = _at_once(lambda host: self._resolve(host), list(self.hosts), RESOLVE_TIMEOUT_SEC, None)
+                looked_up = _at_once(lambda host: self._resolve(host), list(self.hosts), LOOKUP_TIMEOUT_SEC, None)
                 self._known |= {found for found in looked_up.values() if found}
         return address in self._known
 
@@ -233,7 +206,7 @@ class JobAddresses:
 def own_address(host_name: str) -> str:
     """The address to bind this host's servers to: the one its job host name resolves to (the
     job's network interface), when it is this machine's; else every address ("")."""
-    address = resolve(host_name)
+    address = address_of(host_name)
     if address is None:
         return ""
     try:
@@ -349,7 +322,7 @@ class StatusServer:
 
     def _needs_nothing(self, host: str, port: int) -> bool:
         # A failure or stop read from it before counts: its port may be gone by now, silently.
-        if _ended_apart(_final_read.get((host, port))) or resolve(host) is None:
+        if _ended_apart(_final_read.get((host, port))) or address_of(host) is None:
             return True
         status, closed = poll_status(host, port, self.host_name)
         return closed or _ended_apart(status)
@@ -381,7 +354,7 @@ CLOSED_ERRNOS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 def _ask(host: str, port: int, line: str) -> tuple[str | None, bool]:
     """(the one-line reply or None, and whether the port is certainly closed)."""
-    address = resolve(host)
+    address = address_of(host)
     if address is None:
         return None, False
     try:

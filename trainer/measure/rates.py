@@ -84,7 +84,7 @@ def alone_on_this_host(job):
     with the host's CPUs, no other group's hosts feeding it): what `trainer plan --probe`
     compares more hosts with. Its plan may differ from the job's in more than the hosts: a
     strategy's replicas run one step a call where one process runs several
-    (trainer.plan.planner.steps_per_execution)."""
+    (trainer.planner.planner.steps_per_execution)."""
     import dataclasses
 
     hp = job.hyperparameters.with_value("distribution", "auto").with_value("processes_per_host", 1)
@@ -97,7 +97,7 @@ def jobs_training_input(batch_size: int | None = None, one_host: bool = False):
     from trainer.contract.job import base_dir_from_env, read_job
     from trainer.models import hooks as user_hooks
     from trainer.models.optimizers import learning_rate_for
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
     from trainer.training.inputs import Inputs
 
     job = read_job(base_dir_from_env())

@@ -136,7 +136,7 @@ def pip_environment(pins: dict[str, str], work_dir: str, allow_changes: bool = F
         os.makedirs(work_dir, exist_ok=True)
         constraints = os.path.join(work_dir, "image-pins.txt")
         with open(constraints, "w") as f:
-            f.write("# The image's training stack (trainer.launch.requirements)\n")
+            f.write("# The image's training stack (trainer.script.requirements)\n")
             f.writelines(f"{name}=={version}\n" for name, version in sorted(pins.items()))
         env["PIP_CONSTRAINT"] = constraints
     cache = os.environ.get(WARM_POOL_CACHE)

@@ -1,5 +1,5 @@
-"""The planner: a pure function from the job to a plan. Every distribution decision is here
-or in the mode it chooses (trainer.modes).
+"""The planner: a pure function from the job to a plan. Every distribution decision is here,
+in what it reads (trainer.plan: which mode, auto) or in the mode it chooses (trainer.modes).
 
 A plan says which mode runs (and why), how many processes each host starts, and for every
 process its host, rank, role, training channels, shard `(n, i)`, evaluation shard,
@@ -17,10 +17,10 @@ from trainer.contract.channels import eval_channel_name, training_channels
 from trainer.contract.network import choose_interface
 from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
-from trainer.plan import auto, groups
+from trainer.plan import auto
 from trainer.plan.layout import Layout, check_channels
-from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, MPI_KINDS, SCRIPT_RANK_COMMAND, STATUS_PORT,
-                                Launch, LaunchKind, PeerWait, Plan, Process, SshTrust)
+from trainer.plan.types import MPI_KINDS, LaunchKind, Plan, SshTrust
+from trainer.planner import data_groups
 
 STEPS_PER_EXECUTION = 32
 
@@ -102,57 +102,15 @@ def _input_mode(job, channels) -> str:
 
 def make_plan(job) -> Plan:
     """The plan of `job`; on a heterogeneous cluster whose groups that do not train feed the
-    others (trainer.plan.groups), the training groups' plan, with the data service beside it."""
-    training_hosts, service = groups.split(job)
+    others, the training groups' plan with the data service beside it (trainer.planner.data_groups)."""
+    training_hosts, service = data_groups.split(job)
     if service is None:
-        return _training_plan(dataclasses.replace(job, hosts=training_hosts) if job.instance_groups else job)
-    on_data_host = job.current_host not in training_hosts
-    view = dataclasses.replace(job, hosts=training_hosts,
-                               current_host=training_hosts[0] if on_data_host else job.current_host)
-    plan = _fed_training_plan(job, view, service)
-    _check_data_service(job, plan)
-    data_roles = {True: ("data_worker",), False: ("data",)}[service.serves]
-    data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
-                                   eval_shard=None, gpu=None)
-                           for host in service.hosts
-                           for role in (("dispatcher",) if service.serves and host == service.dispatcher else ())
-                           + data_roles)
-    plan = dataclasses.replace(plan, data_service=service, processes=plan.processes + data_processes)
-    if on_data_host:
-        # A data host serves (or runs the script) until the training ends: it follows the first training host.
-        launch = Launch(LaunchKind.DATA_SERVICE) if service.serves else Launch(LaunchKind.SCRIPT, SCRIPT_RANK_COMMAND)
-        return dataclasses.replace(plan, current_host=job.current_host, launch=launch,
-                                   peer_waits=(PeerWait(training_hosts[0], STATUS_PORT, "train"),),
-                                   leader=training_hosts[0], watch_peers=False, ssh_trust=None)
-    service_ports = ((DISPATCHER_PORT, "tf.data dispatcher"), (DATA_WORKER_PORT, "tf.data worker"))
-    waits = tuple(PeerWait(host, port, what) for host in service.hosts
-                  for port, what in ((STATUS_PORT, "train"),) + (service_ports if service.serves else ())
-                  if what != "tf.data dispatcher" or host == service.dispatcher)
-    return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
+        return training_plan(dataclasses.replace(job, hosts=training_hosts) if job.instance_groups else job)
+    return data_groups.fed_plan(job, training_hosts, service, training_plan)
 
 
-def _fed_training_plan(job, view, service) -> Plan:
-    """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
-    it. The container's own parameter servers read their input on each worker's own host,
-    which a data group cannot feed: asked for, they are refused (auto picks other modes)."""
-    plan = _training_plan(view)
-    if not modes.get(plan.mode).reads_from_a_data_group and not job.runs_script:
-        raise JobError(f"instance groups: {service.why}: {plan.mode} reads its input on each worker's own host, "
-                       f"not through a data group; use "
-                       f"{modes_that(lambda mode: mode.reads_from_a_data_group and not mode.in_process)} "
-                       "on the training group, or no data group")
-    return plan
-
-
-def _check_data_service(job, plan) -> None:
-    """What a data group cannot feed besides parameter servers (_fed_training_plan)."""
-    if plan.input_mode == "Pipe" and not job.runs_script:
-        raise JobError("instance groups: a data group reads the training channels' files on its own hosts; a "
-                       "Pipe-mode channel streams to one reader on the host it is sent to: use File (or FastFile) "
-                       "mode for a job with a data group")
-
-
-def _training_plan(job) -> Plan:
+def training_plan(job) -> Plan:
+    """The plan of `job`'s training hosts (all of its hosts, where no data group feeds them)."""
     hp = job.hyperparameters
     mode, reason = choose_mode(job)
     layout = _layout(job, mode)

@@ -99,7 +99,7 @@ def probe_command(settings: dict, batch_size: int | None = None, steps: int = PR
 def measure_in_subprocess(base_dir: str, batch_size: int | None = None, steps: int = PROBE_STEPS,
                           cached: bool = False, one_host: bool = False):
     from trainer.contract.job import BASE_DIR_ENV
-    from trainer.cpu.measure import json_result
+    from trainer.measure.rates import json_result
 
     def measure(settings: dict, environment: dict | None = None) -> float:
         """`environment`: more variables for the probe's process (bench settings' oneDNN switch)."""

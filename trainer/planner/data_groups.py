@@ -9,10 +9,14 @@ first, a worker on each) that the training processes read their batches from.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
+from trainer import modes
 from trainer.errors import JobError
-from trainer.plan.types import DataService
+from trainer.modes.base import modes_that
+from trainer.plan.types import (DATA_WORKER_PORT, DISPATCHER_PORT, SCRIPT_RANK_COMMAND, STATUS_PORT, DataService,
+                                Launch, LaunchKind, PeerWait, Plan, Process)
 
 # The SDK's distribution `instance_groups`, as the framework hyperparameter it becomes.
 SDK_DISTRIBUTION_GROUPS = "sagemaker_distribution_instance_groups"
@@ -91,3 +95,53 @@ def split(job) -> tuple[tuple[str, ...], DataService | None]:
     return training, DataService(tuple(names), tuple(g.name for g in feeding), data_hosts,
                                  f"training: {', '.join(names)} ({why}); feeding them {how}: "
                                  f"{', '.join(g.name for g in feeding)}", reading, serves)
+
+
+def fed_plan(job, training_hosts: tuple[str, ...], service: DataService, training_plan) -> Plan:
+    """The plan of `job` whose `training_hosts` a data group feeds (`service`): the training
+    group's plan (`training_plan` of the job as its hosts see it), the data group's processes
+    beside it; on a data host, what that host runs."""
+    on_data_host = job.current_host not in training_hosts
+    view = dataclasses.replace(job, hosts=training_hosts,
+                               current_host=training_hosts[0] if on_data_host else job.current_host)
+    plan = _training_group_plan(job, view, service, training_plan)
+    _check_data_service(job, plan)
+    data_roles = {True: ("data_worker",), False: ("data",)}[service.serves]
+    data_processes = tuple(Process(host=host, role=role, rank=None, local_rank=0, channels=(), shard=(1, 0),
+                                   eval_shard=None, gpu=None)
+                           for host in service.hosts
+                           for role in (("dispatcher",) if service.serves and host == service.dispatcher else ())
+                           + data_roles)
+    plan = dataclasses.replace(plan, data_service=service, processes=plan.processes + data_processes)
+    if on_data_host:
+        # A data host serves (or runs the script) until the training ends: it follows the first training host.
+        launch = Launch(LaunchKind.DATA_SERVICE) if service.serves else Launch(LaunchKind.SCRIPT, SCRIPT_RANK_COMMAND)
+        return dataclasses.replace(plan, current_host=job.current_host, launch=launch,
+                                   peer_waits=(PeerWait(training_hosts[0], STATUS_PORT, "train"),),
+                                   leader=training_hosts[0], watch_peers=False, ssh_trust=None)
+    service_ports = ((DISPATCHER_PORT, "tf.data dispatcher"), (DATA_WORKER_PORT, "tf.data worker"))
+    waits = tuple(PeerWait(host, port, what) for host in service.hosts
+                  for port, what in ((STATUS_PORT, "train"),) + (service_ports if service.serves else ())
+                  if what != "tf.data dispatcher" or host == service.dispatcher)
+    return dataclasses.replace(plan, peer_waits=plan.peer_waits + waits)
+
+
+def _training_group_plan(job, view, service, training_plan) -> Plan:
+    """The training group's plan (`view`: the job as its hosts see it) where a data group feeds
+    it. The container's own parameter servers read their input on each worker's own host,
+    which a data group cannot feed: asked for, they are refused (auto picks other modes)."""
+    plan = training_plan(view)
+    if not modes.get(plan.mode).reads_from_a_data_group and not job.runs_script:
+        raise JobError(f"instance groups: {service.why}: {plan.mode} reads its input on each worker's own host, "
+                       f"not through a data group; use "
+                       f"{modes_that(lambda mode: mode.reads_from_a_data_group and not mode.in_process)} "
+                       "on the training group, or no data group")
+    return plan
+
+
+def _check_data_service(job, plan) -> None:
+    """What a data group cannot feed besides parameter servers (_training_group_plan)."""
+    if plan.input_mode == "Pipe" and not job.runs_script:
+        raise JobError("instance groups: a data group reads the training channels' files on its own hosts; a "
+                       "Pipe-mode channel streams to one reader on the host it is sent to: use File (or FastFile) "
+                       "mode for a job with a data group")

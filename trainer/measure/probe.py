@@ -3,7 +3,7 @@ them), each in processes of its own:
 
 - one host's step: samples/s of the job's model on as many of this machine's CPUs as one of
   the job's hosts has, with the CPU settings `train` gives it (the tuning probe,
-  trainer.cpu.tune): as a job's epochs after the first run it (a sample of its input from a
+  trainer.measure.tune): as a job's epochs after the first run it (a sample of its input from a
   cache, shuffled and batched every pass as an epoch is: EpochInput.later_epochs), and
   reading and parsing its files as the first epoch does;
 - the mode's step on two hosts: the processes the mode runs on two hosts, started on this
@@ -54,10 +54,10 @@ def on_cpus(count: int):
 
 def step_samples_per_sec(job, cpus: int, steps: int = COMPUTE_STEPS, cached: bool = True) -> float:
     """One host's samples/s on `cpus` of this machine's CPUs, the job as that host alone
-    trains it (trainer.cpu.measure.alone_on_this_host: not the mode's plan, which may step
+    trains it (trainer.measure.rates.alone_on_this_host: not the mode's plan, which may step
     once a call), with the settings `train` gives it: as its epochs after the first run (a
     sample of its input, cached), or (`cached` False) reading its files."""
-    from trainer.cpu.tune import measure_in_subprocess, settings_as_dict
+    from trainer.measure.tune import measure_in_subprocess, settings_as_dict
 
     with on_cpus(cpus):
         measure = measure_in_subprocess(job.base_dir, steps=steps, cached=cached, one_host=True)
@@ -222,7 +222,7 @@ def multi_host_mode(job) -> str:
     """What the planner picks for this job on two of its hosts."""
     import dataclasses
 
-    from trainer.plan.planner import choose_mode
+    from trainer.planner.planner import choose_mode
 
     mode, _ = choose_mode(dataclasses.replace(job, hosts=(job.current_host, f"{job.current_host}-2")))
     return mode.name
@@ -346,7 +346,7 @@ def _train(runtime, two, plan, mode_name: str) -> tuple[float, list, list]:
     trainable variables and their gradients on one batch."""
     import tensorflow as tf
 
-    from trainer.cpu.measure import jobs_training_input, later_epochs_rate
+    from trainer.measure.rates import jobs_training_input, later_epochs_rate
     from trainer.models.optimizers import build_optimizer_state
     from trainer.training.stop import StopRequest
 
@@ -406,7 +406,7 @@ def _two_host_job_and_plan(job, mode_name: str):
     """`job` on two hosts in `mode_name`, and its plan."""
     import dataclasses
 
-    from trainer.plan.planner import make_plan
+    from trainer.planner.planner import make_plan
 
     # One rank per host, with the host's CPUs: what the probe's processes stand for.
     hp = job.hyperparameters.with_value("distribution", mode_name).with_value("processes_per_host", 1)

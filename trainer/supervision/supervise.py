@@ -22,7 +22,7 @@ import time
 
 from trainer.contract.job import BASE_DIR_ENV
 from trainer.errors import JobError, Stopped
-from trainer.launch import peers
+from trainer.supervision import peers
 from trainer.plan.types import WORKER_COMMAND
 from trainer.report import EXIT_STALLED, EXIT_STOPPED, AlreadyReported, write_failure
 
@@ -374,7 +374,7 @@ FOLLOW_MARGIN_SEC = 20.0
 
 
 def follow_leader(job, plan, who: str, alive=lambda: None, on_stop=lambda: None) -> None:
-    """Wait until the plan's leader host has ended (trainer.launch.peers.follow). A SIGTERM does not
+    """Wait until the plan's leader host has ended (trainer.supervision.peers.follow). A SIGTERM does not
     end the wait: the leader saves first (SageMaker stops every host), so `on_stop()` passes
     it on where needed, and the wait goes on for the leader's grace time at most."""
     stopped_at: list[float] = []
