@@ -39,7 +39,7 @@ def serve_task(job, plan, role: str) -> None:
     """Run this host's parameter-server task (`ps` or `worker`), or tf.data service task
     (`dispatcher`, `data_worker`), until stopped."""
     if plan.data_service and job.current_host in plan.data_service.hosts:
-        from trainer.data.service import serve as serve_data
+        from trainer.data.service import serve_data
 
         return serve_data(plan.data_service, role, job.current_host)
     process = next(p for p in plan.on_host(job.current_host) if p.role == role)
@@ -48,12 +48,12 @@ def serve_task(job, plan, role: str) -> None:
     cpu.apply_environment(settings)
     if not job.runs_script:
         job.tf_line.use_own_keras()
-    from trainer.modes.parameter_server import serve
+    from trainer.modes.parameter_server import serve_ps_task
 
     cpu.apply_tensorflow_threads(settings)
     if job.runs_script:
         reach_s3_as_the_script_does()
-    serve(job, process, settings)
+    serve_ps_task(job, process, settings)
 
 
 def reach_s3_as_the_script_does() -> None:

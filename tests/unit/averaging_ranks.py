@@ -12,7 +12,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from trainer.training.averaging import ModelAverages, Outcome
+from trainer.training.averaging import ModelAverages, SyncOutcome
 
 
 class Variable:
@@ -40,8 +40,8 @@ def main() -> None:
     passes, updates, stop_at = [], 0.0, case["stop_at"][rank]
     for _ in range(case["passes"]):
         averages.start_pass()
-        trained, outcome = 0, Outcome.GO_ON
-        while outcome == Outcome.GO_ON and trained < case["steps"][rank]:
+        trained, outcome = 0, SyncOutcome.GO_ON
+        while outcome == SyncOutcome.GO_ON and trained < case["steps"][rank]:
             for variable in variables:
                 variable.assign_add(np.full(variable.value.shape, rank + 1.0, np.float32))
             trained += 1
@@ -49,7 +49,7 @@ def main() -> None:
             stopping = stop_at is not None and trained >= stop_at
             if trained % case["every"] == 0:
                 outcome = averages.at_sync_point(stopping=stopping)
-        if outcome == Outcome.GO_ON:
+        if outcome == SyncOutcome.GO_ON:
             outcome = averages.at_end_of_data(stopping=stop_at is not None and trained >= stop_at)
         passes.append({"trained": trained, "outcome": outcome})
     with open(os.path.join(case["output"], f"rank-{rank}.json"), "w") as out:

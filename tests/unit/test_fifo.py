@@ -228,7 +228,7 @@ def test_a_parameter_server_worker_reads_its_fifo_through_its_named_functions(pi
     feeder.start()
     try:
         for pass_index in range(2):  # one FIFO per epoch, each read whole
-            blocks = ps_worker_input.fifo_blocks("training", pass_index, "tfrecord")
+            blocks = ps_worker_input.host_fifo_blocks("training", pass_index, "tfrecord")
             assert [r.numpy() for r in blocks.unbatch()] == [b"r%d" % i for i in range(5000)]
     finally:
         feeder.stop()
@@ -243,4 +243,4 @@ def test_a_parameter_server_worker_whose_fifo_is_never_fed_names_its_host_and_ch
     ps_worker_input.provide(job, 1)
     with pytest.raises(tf.errors.OpError, match=r"JobError: algo-2: channel 'training': Pipe-mode FIFO "
                                                 r".*training_0 received no data within 2 s"):
-        list(ps_worker_input.fifo_blocks("training", 0, "tfrecord"))
+        list(ps_worker_input.host_fifo_blocks("training", 0, "tfrecord"))

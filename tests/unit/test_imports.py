@@ -116,3 +116,22 @@ def test_imports_run_one_way_down_the_house():
     upward = sorted(f"{name} -> {target}" for name, targets in edges.items() for target in targets
                     if name != "trainer" and layer[part_of(target)] > layer[part_of(name)])
     assert upward == []
+
+
+# What many modules define alike, one meaning each: a command's or benchmark's entry
+# (main, add_arguments, run), a launcher's (run), a benchmark's cases, table and charts.
+SHARED_NAMES = {"main", "add_arguments", "run", "cases", "table", "charts"}
+
+
+def test_a_name_has_one_meaning():
+    """No two modules define a function or class of one name, but the shared entries above
+    (the user scripts of trainer/bench/user_scripts stand alone, as users write them)."""
+    defined: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "user_scripts" in path.parts:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, []).append(module_name(path))
+    assert {name: modules for name, modules in defined.items()
+            if len(modules) > 1 and name not in SHARED_NAMES} == {}

@@ -37,10 +37,10 @@ def test_requirements_lines_against_the_pins(tmp_path, text, pins, problem):
     path = tmp_path / "requirements.txt"
     path.write_text(text)
     if problem is None:
-        assert requirements.check(str(path), pins) == []
+        assert requirements.check_requirements(str(path), pins) == []
         return
     with pytest.raises(JobError) as raised:
-        requirements.check(str(path), pins)
+        requirements.check_requirements(str(path), pins)
     assert problem in str(raised.value)
     assert "allow_pin_changes=true" in str(raised.value)
 
@@ -49,13 +49,13 @@ def test_an_included_file_is_named_with_its_own_line(tmp_path):
     (tmp_path / "base.txt").write_text("pandas\nprotobuf>=4\n")
     (tmp_path / "requirements.txt").write_text("-r base.txt\nscikit-learn\n")
     with pytest.raises(JobError, match=r"base.txt line 2: 'protobuf>=4'"):
-        requirements.check(str(tmp_path / "requirements.txt"), CPU_IMAGE_PINS)
+        requirements.check_requirements(str(tmp_path / "requirements.txt"), CPU_IMAGE_PINS)
 
 
 def test_the_override_turns_errors_into_warnings_and_drops_the_constraints(tmp_path):
     path = tmp_path / "requirements.txt"
     path.write_text("numpy==2.1.3\nprotobuf==4.25.0\n")
-    changes = requirements.check(str(path), CPU_IMAGE_PINS, allow_changes=True)
+    changes = requirements.check_requirements(str(path), CPU_IMAGE_PINS, allow_changes=True)
     assert [change.split(":")[0] for change in changes] == ["requirements.txt line 1", "requirements.txt line 2"]
     assert "PIP_CONSTRAINT" not in requirements.pip_environment(CPU_IMAGE_PINS, str(tmp_path), allow_changes=True)
 

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
 
 
-def probe(steps: int, bare: bool) -> dict:
+def step_rate(steps: int, bare: bool) -> dict:
     """In this process (its OpenMP environment already set): samples/sec of the step, with
     a job's thread counts."""
     from trainer.bench.common import apply_job_cpu_settings, cached_batches, default, default_model
@@ -115,4 +115,4 @@ if __name__ == "__main__":
     probe_args = argparse.ArgumentParser()
     add_arguments(probe_args)
     parsed = probe_args.parse_args()
-    print(json.dumps(probe(parsed.steps, parsed.bare)))
+    print(json.dumps(step_rate(parsed.steps, parsed.bare)))

@@ -72,7 +72,7 @@ def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]
     return command + [f"--hp={key}={value}" for key, value in hyperparameters.items()]
 
 
-def predicted_modes(names: list[str]) -> list[str]:
+def probed(names: list[str]) -> list[str]:
     """Of the modes `names`, those `trainer plan --probe` predicts."""
     from trainer.measure import probe
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> dict:
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
         command = plan_command(channels, common, HOSTS)
         choice = _plan(command)["plan"]["mode"]
-        probed_modes = predicted_modes([mode for *_, mode in listed[1:]])
+        probed_modes = probed([mode for *_, mode in listed[1:]])
         # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them;
         # each round's probes first, while nothing else runs (a mode's median is checked against its case's).
         runs, probed = [[] for _ in listed], []
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict:
                 job = runner.LocalJob(channels, {**common, "distribution": mode}, hosts=hosts, host_cpus=cpus)
                 runs[index].append(local_job_metrics(job, case_folder))
         rows = [row_of(case, case_runs) for case, case_runs in zip(listed, runs)]
-    compare(rows)
+    against_the_baseline(rows)
     predictions = [checked(median_prediction([scaling["prediction"] for scaling in probed
                                               if scaling["prediction"]["mode"] == mode]), rows)
                    for mode in probed_modes]
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> dict:
             "rows": rows}
 
 
-def compare(rows: list[dict]) -> None:
+def against_the_baseline(rows: list[dict]) -> None:
     """Fills in each measured row against the first (1 host x 1 CPU): its speed-up, efficiency
     against the ideal and AUC change; and each multi-host mode's samples/s against the
     no-exchange ceiling (APART), where that ran."""
@@ -217,7 +217,7 @@ def table(result: dict) -> str:
                               else "")
         if "train_samples_per_sec" not in row:
             lines.append(f"{name} | failed (exit {row['exit_code']}) | | | | |")
-        elif "speedup" not in row:  # the baseline failed: nothing to compare with
+        elif "speedup" not in row:  # the baseline failed: nothing to against_the_baseline with
             lines.append(f"{name} | {row['train_samples_per_sec']:,.0f} | | | {row['eval_auc']:.4f} |")
         else:
             lines.append(f"{name} | {row['train_samples_per_sec']:,.0f} | {row['speedup']:.2f}x | "

@@ -64,7 +64,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
             if plan.input_mode == "Pipe":
                 raise JobError("--check-input reads File-mode folders; for a Pipe-mode job give its "
                                "channels with --channel (the FIFOs carry the same files)")
-            result["check_input"] = check(plan, {job.current_host: folder}, job)
+            result["check_input"] = input_check(plan, {job.current_host: folder}, job)
         if args.probe:
             result["scaling"] = probe.scaling_of(job, plan)
         return result
@@ -79,7 +79,7 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         result = described(job, plan)
         if args.check_input:
             readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
-            result["check_input"] = check(plan, readable, job)
+            result["check_input"] = input_check(plan, readable, job)
         if args.probe:
             result["scaling"] = probe.scaling_of(job, plan)
     return result
@@ -99,7 +99,7 @@ def folders_of(job) -> dict:
             "output_data": job.output_data_dir}
 
 
-def check(plan, folders, job) -> dict:
+def input_check(plan, folders, job) -> dict:
     from trainer.data.check import check_input
 
     return check_input(plan, folders, job.hyperparameters.data_format)

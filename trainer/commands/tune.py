@@ -17,7 +17,7 @@ from trainer.local import runner
 from trainer.logs import setup_logging
 
 
-def probe(args: argparse.Namespace) -> int:
+def measure_once(args: argparse.Namespace) -> int:
     """In a fresh process (OpenMP variables already in its environment): samples/sec of the
     job's model on the job's training data."""
     import tensorflow as tf
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.tune_command == "probe":
-        return probe(args)
+        return measure_once(args)
     setup_logging()
     with tempfile.TemporaryDirectory(prefix="trainer-tune-") as folder:
         local = runner.LocalJob.from_args(args)

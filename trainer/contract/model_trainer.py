@@ -16,7 +16,7 @@ DRIVERS_CHANNEL = "sm_drivers"  # ModelTrainer's channel of its drivers and the 
 CODE_CHANNEL = "code"  # ModelTrainer's channel of SourceCode's source_dir
 
 
-def _read(data_dir: str, name: str) -> dict:
+def _read_driver_file(data_dir: str, name: str) -> dict:
     path = os.path.join(data_dir, DRIVERS_CHANNEL, name)
     try:
         with open(path) as f:
@@ -35,7 +35,7 @@ def _read(data_dir: str, name: str) -> dict:
 
 def entry_script(data_dir: str) -> tuple[str, str] | None:
     """(the entry script, the folder it is in) of ModelTrainer's SourceCode; None: none."""
-    script = str(_read(data_dir, "sourcecode.json").get("entry_script") or "")
+    script = str(_read_driver_file(data_dir, "sourcecode.json").get("entry_script") or "")
     return (script, os.path.join(data_dir, CODE_CHANNEL)) if script else None
 
 
@@ -43,7 +43,7 @@ def sdk_keys(data_dir: str) -> dict:
     """ModelTrainer's `distributed=` as the SDK keys AWS's container reads: `MPI(...)` is
     `distribution={"mpi": {...}}` (its process_count_per_node per host, its options).
     Torchrun is PyTorch's launcher and refused."""
-    distributed = _read(data_dir, "distributed.json")
+    distributed = _read_driver_file(data_dir, "distributed.json")
     if not distributed:
         return {}
     if "mpi_additional_options" not in distributed:

@@ -203,7 +203,7 @@ def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader:
     dataset = None
     for channel in spec.channels:
         if spec.on_ps_worker:
-            stream = ps_worker_input.fifo_blocks(channel.name, pipe_epoch, spec.data_format)
+            stream = ps_worker_input.host_fifo_blocks(channel.name, pipe_epoch, spec.data_format)
         else:
             path = channel.fifo_path(pipe_epoch)
             wait_for_fifo(path, pipe_wait_sec)  # AWS's reader would wait for ever

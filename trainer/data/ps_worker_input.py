@@ -81,7 +81,7 @@ def worker_index():
     return tf.ensure_shape(index, [])
 
 
-def fifo_blocks(channel: str, pass_index: int, data_format: str):
+def host_fifo_blocks(channel: str, pass_index: int, data_format: str):
     """The records of `channel`'s FIFO of this pass on the worker's host, in blocks."""
     import tensorflow as tf
 

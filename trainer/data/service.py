@@ -38,7 +38,7 @@ def dispatcher_address(service: DataService) -> str:
     return _address(service.dispatcher, DISPATCHER_PORT)
 
 
-def serve(service: DataService, role: str, host: str) -> None:
+def serve_data(service: DataService, role: str, host: str) -> None:
     """Run this host's dispatcher (`role` dispatcher) or worker (data_worker) until stopped."""
     import tensorflow as tf
 

@@ -45,14 +45,8 @@ class DataHostsWatch:
             threading.Thread(target=self._follow, args=(host,), daemon=True, name=f"watch-{host}").start()
 
     def _follow(self, host: str) -> None:
-        def still_watching():
-            if self._done.is_set():
-                raise _Unwatched()
-
         try:
-            peers.follow(host, peers.STATUS_PORT, self.job.current_host, f"data host {host}", alive=still_watching)
-        except _Unwatched:
-            return
+            peers.follow_until(self._done, host, self.job.current_host, f"data host {host}")
         except (PeerLost, Stopped) as err:
             if self._done.is_set():
                 return
@@ -66,7 +60,3 @@ class DataHostsWatch:
 
     def stop(self) -> None:
         self._done.set()
-
-
-class _Unwatched(Exception):
-    """This host's part has ended: its watch of the data hosts is over."""

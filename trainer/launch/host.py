@@ -152,7 +152,7 @@ def run_script(launch: HostLaunch) -> None:
 
 def run_mpirun(launch: HostLaunch) -> dict | None:
     job, plan = launch.job, launch.plan
-    supervise.run_mpirun(job, plan, plan.launch.command, cwd=launch.cwd, explain=launch.explain, watch=launch.watch)
+    supervise.supervise_mpirun(job, plan, plan.launch.command, cwd=launch.cwd, explain=launch.explain, watch=launch.watch)
     return read_metrics(job.output_data_dir)
 
 

@@ -62,7 +62,7 @@ def rank_program(command) -> str:
 
 def run(job, plan, status, explain=None, cwd: str | None = None, watch=None) -> None:
     """`status`: this host's status port, where the job's ssh keys are published;
-    `explain`: trainer.supervision.supervise.run_mpirun's, for ranks that write no failure file;
+    `explain`: trainer.supervision.supervise.supervise_mpirun's, for ranks that write no failure file;
     `cwd`: where the ranks start (the image: the toolkit's code folder); `watch`: a script's
     stall watch, on the master (Horovod's stall check runs on rank 0, which names the
     ranks on every host)."""
@@ -95,13 +95,13 @@ def _run(job, plan, ssh: ssh_trust.JobSsh, explain, cwd, watch) -> None:
     workers = [h for h in plan.hosts if h != master]
     if files.sshd_config:  # hosts simulated on this machine
         ssh.wait_for_logins(workers)
-        supervise.run_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain,
+        supervise.supervise_mpirun(job, plan, simulated_hosts_command(job, plan, files), cwd=cwd, explain=explain,
                              watch=watch)
         return
     runner = toolkit_runner(job, plan, ssh)
     # No sshd here: nobody logs in to the master. The bounded wait for every worker's sshd.
     runner._wait_for_workers()
-    supervise.run_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain,
+    supervise.supervise_mpirun(job, plan, runner._create_command(), cwd=cwd or environment.code_dir, explain=explain,
                          watch=watch)
 
 

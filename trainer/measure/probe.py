@@ -321,9 +321,9 @@ def exchange_rank(mode_name: str, cpus: int) -> int:
     settings = rank_settings(job, cpus)
     cpu.apply_tensorflow_threads(settings)  # its OpenMP variables came with its environment
     if plan.launch.kind is LaunchKind.PARAMETER_SERVER and process.role in ("ps", "worker"):  # as the launch does
-        from trainer.modes.parameter_server import serve
+        from trainer.modes.parameter_server import serve_ps_task
 
-        serve(dataclasses.replace(job, num_cpus=cpus), process, settings)  # until the probe stops it
+        serve_ps_task(dataclasses.replace(job, num_cpus=cpus), process, settings)  # until the probe stops it
         return 0
     runtime = modes.get(mode_name).runtime(plan, process, two.hyperparameters)
     runtime.start()  # Horovod's init, a strategy's cluster: before TensorFlow runs anything

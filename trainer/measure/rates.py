@@ -104,7 +104,7 @@ def jobs_training_input(batch_size: int | None = None, one_host: bool = False):
     if one_host:
         job = alone_on_this_host(job)
     plan = make_plan(job)
-    hooks = user_hooks.resolve(job, learning_rate_for(plan))
+    hooks = user_hooks.load_hooks(job, learning_rate_for(plan))
     process = plan.on_host(job.current_host)[0]
     return plan, hooks, Inputs.training(job, plan, process, hooks, batch_size or job.hyperparameters.batch_size)
 

@@ -110,7 +110,7 @@ def measure_in_subprocess(base_dir: str, batch_size: int | None = None, steps: i
 
 
 @dataclasses.dataclass
-class Outcome:
+class TuneOutcome:
     start: dict
     kept: dict
     kept_rate: float  # 0 when nothing beat the start in the search (no re-measure)
@@ -119,14 +119,14 @@ class Outcome:
     seconds: float
 
 
-def tune_job(job, start: dict, seconds: float) -> Outcome:
+def tune_job(job, start: dict, seconds: float) -> TuneOutcome:
     """Search from `start` on the job in `job.base_dir`, then confirm the winner."""
     measure = measure_in_subprocess(job.base_dir)
     began = time.monotonic()
     best, trials = search(measure, start, knobs(job.num_cpus, job.num_physical_cores, job.tf_line.openmp),
                           began + seconds)
     kept, kept_rate, start_rate = confirm(measure, start, best)
-    return Outcome(start, kept, kept_rate, start_rate, trials, time.monotonic() - began)
+    return TuneOutcome(start, kept, kept_rate, start_rate, trials, time.monotonic() - began)
 
 
 def tuned(job, settings: cpu.CpuSettings, seconds: float) -> cpu.CpuSettings:

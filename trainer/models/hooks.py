@@ -71,7 +71,7 @@ def load_user_module(job) -> ModuleType | None:
     return None
 
 
-def resolve(job, learning_rate) -> Hooks:
+def load_hooks(job, learning_rate) -> Hooks:
     """The hooks in force; `learning_rate` is the plan's (a float, or a warm-up schedule)."""
     from trainer.data.records import BadRecords, batch_parser
     from trainer.models.deepfm import model_from_hyperparameters

@@ -60,7 +60,7 @@ class HorovodRuntime(AgreeingRanksRuntime):
         return self.hvd.DistributedOptimizer(optimizer)
 
     def prepare(self, model, optimizer) -> None:
-        equal_steps.install(model, lambda value: self.ops.allreduce(value, op=self.ops.Min, name="equal_steps"),
+        equal_steps.install_agreement(model, lambda value: self.ops.allreduce(value, op=self.ops.Min, name="equal_steps"),
                             self.stop_request.flag)
 
     def sync_initial_state(self, model, optimizer) -> None:

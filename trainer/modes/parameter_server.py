@@ -170,7 +170,7 @@ def server_threads(settings, num_cpus: int) -> tuple[int, int]:
     return max(chosen("inter_op_threads", num_cpus), SERVER_MIN_INTER_OP_THREADS), chosen("intra_op_threads", num_cpus)
 
 
-def serve(job, process, settings) -> None:
+def serve_ps_task(job, process, settings) -> None:
     """Run one PS or worker task of the cluster until the launcher stops it, with its
     server's threads (server_threads). A worker first provides the functions through which
     it reads its own data (trainer.data.ps_worker_input)."""

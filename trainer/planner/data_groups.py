@@ -74,7 +74,7 @@ def _training_groups(job) -> tuple[list[str], str]:
     return names, why
 
 
-def split(job) -> tuple[tuple[str, ...], DataService | None]:
+def training_hosts_and_service(job) -> tuple[tuple[str, ...], DataService | None]:
     """(the training hosts, the data service of the other groups' hosts; None when every host trains)."""
     if not job.instance_groups:
         return job.hosts, None

@@ -103,7 +103,7 @@ def _input_mode(job, channels) -> str:
 def make_plan(job) -> Plan:
     """The plan of `job`; on a heterogeneous cluster whose groups that do not train feed the
     others, the training groups' plan with the data service beside it (trainer.planner.data_groups)."""
-    training_hosts, service = data_groups.split(job)
+    training_hosts, service = data_groups.training_hosts_and_service(job)
     if service is None:
         return training_plan(dataclasses.replace(job, hosts=training_hosts) if job.instance_groups else job)
     return data_groups.fed_plan(job, training_hosts, service, training_plan)

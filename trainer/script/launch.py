@@ -72,7 +72,7 @@ def prepare(job, toolkit_env) -> None:
     pins = requirements.core_pins()
     requirements_txt = os.path.join(code_dir, "requirements.txt")
     if os.path.exists(requirements_txt):
-        for change in requirements.check(requirements_txt, pins, allow_changes=allow):
+        for change in requirements.check_requirements(requirements_txt, pins, allow_changes=allow):
             log.warning("%s=true: %s", requirements.OVERRIDE, change)
     pip_env = requirements.pip_environment(pins, tempfile.mkdtemp(prefix="trainer-pip-"), allow_changes=allow)
     if os.path.exists(requirements_txt) and any(name.endswith(".whl") for name in os.listdir(code_dir)):
@@ -180,7 +180,7 @@ def rank_that_ended_first(output: str, failed_rank: int | None) -> int | None:
 
 
 def mpirun_failure_writer(job, plan):
-    """For trainer.supervision.supervise.run_mpirun: the failure file of a script's rank, from mpirun's
+    """For trainer.supervision.supervise.supervise_mpirun: the failure file of a script's rank, from mpirun's
     output (its --tag-output marks whose each line is)."""
     def explain(rank, how, output):
         who = plan.process(rank).name if rank is not None else f"one of its {plan.world_size} ranks"
@@ -268,15 +268,9 @@ class PeerWatch:
                                  name=f"watch-{host}").start()
 
     def _follow(self, me: str, host: str) -> None:
-        def still_watching():
-            if self._done.is_set():
-                raise _Unwatched()
-
         try:
-            peers.follow(host, peers.STATUS_PORT, me, host, alive=still_watching)
-            self.ended_well.append(host)
-        except _Unwatched:
-            return
+            if peers.follow_until(self._done, host, me, host):
+                self.ended_well.append(host)
         except (PeerLost, Stopped) as err:
             if not self._done.is_set() and self.ended_by is None:
                 self.ended_by = err
@@ -297,10 +291,6 @@ class PeerWatch:
 
     def stop(self) -> None:
         self._done.set()
-
-
-class _Unwatched(Exception):
-    """This host's script has ended: its watch of the others is over."""
 
 
 def _end_with(job, process, script, code: int, stacks_at_kill: str = "", ended_first: str = "") -> None:

@@ -6,7 +6,7 @@ pulls in) asks for another version, and the job then dies inside `import tensorf
 an error that names neither. So, before pip runs:
 
 - every line that names a pinned package with a version the image does not have fails the
-  job, naming the file, the line and the pinned version (`core_pins`, `check`);
+  job, naming the file, the line and the pinned version (`core_pins`, `check_requirements`);
 - pip itself runs under a constraints file of those pins (PIP_CONSTRAINT, which pip reads
   however the toolkit calls it), so a package that needs another numpy fails to resolve
   instead of replacing it; `explain_pip_failure` turns pip's conflict into one line.
@@ -57,7 +57,7 @@ def core_pins() -> dict[str, str]:
     return pins
 
 
-def check(path: str, pins: dict[str, str], allow_changes: bool = False) -> list[str]:
+def check_requirements(path: str, pins: dict[str, str], allow_changes: bool = False) -> list[str]:
     """Fail (JobError naming the line) on a line of `path` (and the files it includes) that
     would change a pinned package; with `allow_changes`, return those lines to warn of."""
     changes = []

@@ -84,7 +84,7 @@ def tcp_answers(peer: PeerWait, address: str) -> bool:
     return port_answers(address, peer.port)
 
 
-def describe(missing: dict[PeerWait, str]) -> str:
+def describe_missing(missing: dict[PeerWait, str]) -> str:
     """"algo-2 (does not resolve); algo-3's ps task (resolves to ...)", each problem once."""
     texts = [f"{peer.host} ({problem})" if problem == UNRESOLVED else f"{peer.host}'s {peer.what} ({problem})"
              for peer, problem in missing.items()]
@@ -146,7 +146,7 @@ def wait_for(peers: list[PeerWait], timeout_sec: float, answers: Callable[[PeerW
         if clock() - last_log >= log_every_sec:
             last_log = clock()
             log.warning("still waiting after %.0f s of %.0f s for %d of %d: %s", elapsed, timeout_sec,
-                        len(missing), len(peers), describe(missing))
+                        len(missing), len(peers), describe_missing(missing))
         time.sleep(poll_sec)
 
 
@@ -380,6 +380,24 @@ def is_final(status: str | None) -> bool:
 def _ended_apart(status: str | None) -> bool:
     """A final state other than done: a host that failed or was stopped waits for nobody."""
     return is_final(status) and not status.startswith(DONE)
+
+
+class _WatchOver(Exception):
+    """A follow's `alive` check, once its follower has stopped watching."""
+
+
+def follow_until(done: threading.Event, host: str, me: str, who: str) -> bool:
+    """Follow `host`'s `train` (follow, naming it `who`) until it publishes done (True) or
+    this host's own part ends first, `done` set (False); raise as follow does."""
+    def still_watching():
+        if done.is_set():
+            raise _WatchOver()
+
+    try:
+        follow(host, STATUS_PORT, me, who, alive=still_watching)
+        return True
+    except _WatchOver:
+        return False
 
 
 def follow(leader: str, port: int, me: str, who: str, alive: Callable[[], None] = lambda: None,

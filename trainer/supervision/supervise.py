@@ -308,7 +308,7 @@ def blame_first(output_dir: str, who: str, why: str) -> str:
     return reason
 
 
-def run_mpirun(job, plan, command, cwd: str | None = None, explain=None, watch=None) -> None:
+def supervise_mpirun(job, plan, command, cwd: str | None = None, explain=None, watch=None) -> None:
     """Run mpirun on this host and supervise it: its output passed through, SIGTERM passed
     on to this host's ranks, and a rank that died first named first in the failure file.
 

@@ -41,7 +41,7 @@ ALIGNMENT = 256  # bytes: what TensorFlow needs of memory it takes over (EIGEN_M
 ENDED, STOPPING = 0, 1  # the counts' places
 
 
-class Outcome:
+class SyncOutcome:
     GO_ON, ENDED, STOPPED = "go on", "ended", "stopped"
 
 
@@ -70,7 +70,7 @@ class ModelAverages:
         """This rank trained K steps since its last sync point and still has data: the
         outcome for the pass (GO_ON: train on; else it has ended on every rank)."""
         outcome = self._settle()
-        if outcome == Outcome.GO_ON:
+        if outcome == SyncOutcome.GO_ON:
             self._start(ended=False, stopping=stopping)
         return outcome
 
@@ -79,9 +79,9 @@ class ModelAverages:
         them left the same model; the outcome (ENDED, or STOPPED where a rank asked to stop).
         Nothing more once the pass has ended."""
         if self.finished:
-            return Outcome.ENDED
+            return SyncOutcome.ENDED
         outcome = self._settle()
-        if outcome != Outcome.GO_ON:
+        if outcome != SyncOutcome.GO_ON:
             return outcome
         self._start(ended=True, stopping=stopping)
         outcome = self._complete(kept_steps=False)
@@ -92,9 +92,9 @@ class ModelAverages:
         """Puts the exchange in flight (if any) in place; where it told the ranks the pass has
         ended, ends it with the final average. The outcome it told."""
         if not self.in_flight:
-            return Outcome.GO_ON
+            return SyncOutcome.GO_ON
         outcome = self._complete(kept_steps=True)
-        if outcome != Outcome.GO_ON:
+        if outcome != SyncOutcome.GO_ON:
             self._final_average()
         return outcome
 
@@ -105,7 +105,7 @@ class ModelAverages:
         self.finished = True
 
     def _start(self, ended: bool, stopping: bool) -> None:
-        self.sent = [_read(variable) for variable in self.variables]
+        self.sent = [_stable_value(variable) for variable in self.variables]
         self.counts[ENDED], self.counts[STOPPING] = float(ended), float(stopping)
         requests = [self.comm.Iallreduce(sent, received, op=self.mpi.SUM)
                     for sent, received in zip(self.sent, self.received)]
@@ -128,8 +128,8 @@ class ModelAverages:
                 variable.assign(mean)
         self.sent = []
         if self.summed_counts[STOPPING] > 0:
-            return Outcome.STOPPED
-        return Outcome.ENDED if self.summed_counts[ENDED] > 0 else Outcome.GO_ON
+            return SyncOutcome.STOPPED
+        return SyncOutcome.ENDED if self.summed_counts[ENDED] > 0 else SyncOutcome.GO_ON
 
 
 def aligned_empty(shape) -> np.ndarray:
@@ -148,7 +148,7 @@ def zero_copy_tensor(array: np.ndarray):
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
 
 
-def _read(variable) -> np.ndarray:
+def _stable_value(variable) -> np.ndarray:
     """A variable's value, as an array that stays as it is while the variable changes (a
     TensorFlow variable's read: its next update copies the buffer a read shares)."""
     value = variable.read_value() if hasattr(variable, "read_value") else variable.numpy()
@@ -187,9 +187,9 @@ def sync_callback(averages: ModelAverages, every: int, stop_request):
             self._ended(averages.at_end_of_data(stopping=stop_request.requested))
 
         def _ended(self, outcome: str) -> None:
-            if outcome != Outcome.GO_ON and self.model is not None:
+            if outcome != SyncOutcome.GO_ON and self.model is not None:
                 self.model.stop_training = True
-            if outcome == Outcome.STOPPED:
+            if outcome == SyncOutcome.STOPPED:
                 stop_request.interrupted_pass = True
 
     return SyncPoints()

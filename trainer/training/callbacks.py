@@ -11,7 +11,7 @@ import tensorflow as tf
 log = logging.getLogger(__name__)
 
 
-def _updates(model) -> int:
+def optimizer_updates(model) -> int:
     # Steps are counted as the optimizer's updates: Keras calls back once per
     # steps_per_execution steps, and a step where the ranks agreed to end the epoch
     # (equal_steps) makes none.
@@ -38,7 +38,7 @@ class Throughput(tf.keras.callbacks.Callback):
         self.first_calls = [0, 0.0]  # steps and seconds of the calls left out
 
     def on_train_begin(self, logs=None):
-        self.step = _updates(self.model)
+        self.step = optimizer_updates(self.model)
         self.window_start = None
         self.window_steps = 0
 
@@ -50,7 +50,7 @@ class Throughput(tf.keras.callbacks.Callback):
             self.call_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        step, now = _updates(self.model), time.perf_counter()
+        step, now = optimizer_updates(self.model), time.perf_counter()
         if self.window_start is None:  # first call of this fit: tracing, not timed
             self.first_calls[0] += step - self.step
             self.first_calls[1] += now - self.call_start
@@ -63,7 +63,7 @@ class Throughput(tf.keras.callbacks.Callback):
             self._close_window(now, logs)
 
     def on_train_end(self, logs=None):
-        step, now = _updates(self.model), time.perf_counter()  # the pass may end inside a call, with no call back
+        step, now = optimizer_updates(self.model), time.perf_counter()  # the pass may end inside a call, with no call back
         if self.window_start is None:  # ... inside its first: that call is the first one, untimed
             if step > self.step:
                 self.first_calls[0] += step - self.step
@@ -101,7 +101,7 @@ class Heartbeat(tf.keras.callbacks.Callback):
         self.watchdog = watchdog
 
     def on_train_batch_end(self, batch, logs=None):
-        self.watchdog.progress(_updates(self.model))
+        self.watchdog.progress(optimizer_updates(self.model))
 
 
 def progress_callbacks(runtime, plan, log_steps: int, watchdog) -> tuple[Throughput, Heartbeat]:

@@ -44,7 +44,7 @@ def pad(dataset):
     return real.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
 
 
-def install(model, all_reduce_min, stop_flag: tf.Variable) -> None:
+def install_agreement(model, all_reduce_min, stop_flag: tf.Variable) -> None:
     """Make `model.fit` agree across ranks before each step; `all_reduce_min(tensor)` is the
     mode's collective, `stop_flag` 1 once this rank is asked to stop. The optimizer's and
     metrics' variables must exist before the first step (they cannot be created inside a

@@ -52,7 +52,7 @@ class TrainingRun:
         self.hp = hp = job.hyperparameters
         runtime.start()  # before TensorFlow runs anything: devices and collectives
         self.stop = runtime.stop_request = StopRequest(process.name, job.output_dir, hp.stop_grace_sec).install()
-        self.hooks = user_hooks.resolve(job, learning_rate_for(plan))
+        self.hooks = user_hooks.load_hooks(job, learning_rate_for(plan))
         self.inputs = Inputs.for_process(job, plan, process, self.hooks, runtime.batch_size)
         # Parameter-server workers build their input where they run, from their own plan entry.
         runtime.input_for = lambda worker: Inputs.training(job, plan, worker, self.hooks, runtime.batch_size,

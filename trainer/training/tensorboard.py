@@ -23,6 +23,8 @@ import time
 
 import tensorflow as tf
 
+from trainer.training.callbacks import optimizer_updates
+
 FLUSH_SECONDS = 10
 TRAIN_RUN, EPOCH_RUN, PROFILE_RUN = "train", "epoch", "profile"
 
@@ -75,10 +77,6 @@ def current_learning_rate(optimizer) -> float | None:
         return None
 
 
-def _updates(model) -> int:
-    return int(model.optimizer.iterations.numpy())
-
-
 class StepScalars(tf.keras.callbacks.Callback):
     """Writes the runs' scalars every `log_steps` steps, and each epoch's at its end.
     `samples_per_step`: this process's batch (its rank run's rate); `world_size` processes
@@ -97,8 +95,8 @@ class StepScalars(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if self._window is None:
-            self._window = (_updates(self.model), time.perf_counter())
-        elif _updates(self.model) // self.log_steps > self._window[0] // self.log_steps:
+            self._window = (optimizer_updates(self.model), time.perf_counter())
+        elif optimizer_updates(self.model) // self.log_steps > self._window[0] // self.log_steps:
             self._write_window(logs)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -108,7 +106,7 @@ class StepScalars(tf.keras.callbacks.Callback):
         self._flushed = time.monotonic()
 
     def _write_window(self, logs) -> None:
-        step, now = _updates(self.model), time.perf_counter()
+        step, now = optimizer_updates(self.model), time.perf_counter()
         first_step, started = self._window
         self._window = (step, now)
         if step <= first_step or now <= started:
