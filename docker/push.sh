@@ -5,7 +5,8 @@
 #                         [--repository NAME] [--tag TAG] [--registry HOST[:PORT]] [--insecure]
 #
 # --flavour names the local image (localhost/sagemaker-tf-trainer:FLAVOUR) and, without --tag,
-# the pushed tag. ECR: the account and region come from the AWS CLI (or --account/--region); the
+# the pushed tags: every tag of that image (the 2.14 line's: 2.14-cpu and its alias cpu, 2.14-gpu
+# and gpu), so that either name the docs use exists in the registry. ECR: the account and region come from the AWS CLI (or --account/--region); the
 # repository is created if missing; the engine logs in with `aws ecr get-login-password`.
 # --registry skips all of that (a registry that needs no login, e.g. a local one);
 # --insecure allows plain HTTP to it. --dry-run prints the commands instead of running them.
@@ -28,8 +29,16 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-TAG="${TAG:-$FLAVOUR}"
 SOURCE="localhost/${IMAGE_NAME:-sagemaker-tf-trainer}:$FLAVOUR"
+if [ -n "$TAG" ]; then
+  TAGS=("$TAG")
+else
+  case "$FLAVOUR" in
+    cpu|2.14-cpu) TAGS=(2.14-cpu cpu) ;;
+    gpu|2.14-gpu) TAGS=(2.14-gpu gpu) ;;
+    *) TAGS=("$FLAVOUR") ;;
+  esac
+fi
 
 run() {
   if [ "$DRY_RUN" -eq 1 ]; then
@@ -59,11 +68,13 @@ if [ -z "$REGISTRY" ]; then
   fi
 fi
 
-TARGET="$REGISTRY/$REPOSITORY:$TAG"
 TLS=()
 if [ "$INSECURE" -eq 1 ] && [ "$ENGINE" = podman ]; then
   TLS=(--tls-verify=false)
 fi
-run "$ENGINE" tag "$SOURCE" "$TARGET"
-run "$ENGINE" push "${TLS[@]}" "$TARGET"
-[ "$DRY_RUN" -eq 1 ] || echo "pushed $TARGET"
+for tag in "${TAGS[@]}"; do
+  TARGET="$REGISTRY/$REPOSITORY:$tag"
+  run "$ENGINE" tag "$SOURCE" "$TARGET"
+  run "$ENGINE" push "${TLS[@]}" "$TARGET"
+  [ "$DRY_RUN" -eq 1 ] || echo "pushed $TARGET"
+done

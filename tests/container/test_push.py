@@ -18,23 +18,26 @@ def push(*args, timeout=900):
 
 
 @pytest.mark.cores(0)
-@pytest.mark.parametrize("args, region, tag", [
-    (("--dry-run", "--account", "123456789012", "--region", "us-east-1"), "us-east-1", "cpu"),  # docs/image.md's
-    (("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0"), "eu-west-1", "1.0"),
+@pytest.mark.parametrize("args, region, tags", [
+    (("--dry-run", "--account", "123456789012", "--region", "us-east-1"), "us-east-1", ("2.14-cpu", "cpu")),
+    (("--dry-run", "--account", "123456789012", "--region", "eu-west-1", "--tag", "1.0"), "eu-west-1", ("1.0",)),
     (("--dry-run", "--flavour", "2.21-cpu", "--account", "123456789012", "--region", "us-east-1"), "us-east-1",
-     "2.21-cpu"),  # docs/image.md's, the 2.21 line
+     ("2.21-cpu",)),  # docs/image.md's, the 2.21 line
 ])
-def test_dry_run_prints_the_ecr_commands(args, region, tag):
+def test_dry_run_prints_the_ecr_commands(args, region, tags):
+    """As `build.sh push` runs them, its engine set up (push.sh's own tags: tests/unit/test_doc_tags.py)."""
     source = args[args.index("--flavour") + 1] if "--flavour" in args else "cpu"
     done = push(*args)
     assert done.returncode == 0, done.stderr
     registry = f"123456789012.dkr.ecr.{region}.amazonaws.com"
-    lines = done.stdout.strip().splitlines()[-4:]
+    lines = done.stdout.strip().splitlines()[-2 - 2 * len(tags):]
     assert lines[0].startswith(f"aws ecr describe-repositories --repository-names sagemaker-tf-trainer --region {region} "
                                "|| aws ecr create-repository")
     assert lines[1].endswith(f"login --username AWS --password-stdin {registry}")
-    assert lines[2].endswith(f"tag localhost/sagemaker-tf-trainer:{source} {registry}/sagemaker-tf-trainer:{tag}")
-    assert lines[3].endswith(f"push {registry}/sagemaker-tf-trainer:{tag}")
+    for index, tag in enumerate(tags):
+        assert lines[2 + 2 * index].endswith(f"tag localhost/sagemaker-tf-trainer:{source} "
+                                             f"{registry}/sagemaker-tf-trainer:{tag}")
+        assert lines[3 + 2 * index].endswith(f"push {registry}/sagemaker-tf-trainer:{tag}")
 
 
 def free_port():

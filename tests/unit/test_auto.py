@@ -128,3 +128,32 @@ def test_each_of_the_sdk_s_keys_asks_for_exactly_one_mode():
 def test_a_job_no_mode_can_train_is_refused_naming_it():
     with pytest.raises(JobError, match="no distribution mode can train 1 CPU host"):
         auto.auto(job(), [modes.get("parameter_server"), modes.get("tower")])
+
+
+# The situations docs/distribution.md's table of auto's picks covers, as jobs.
+DOCUMENTED = (
+    ("one CPU host", job()),
+    ("one host with one GPU", job(gpus=1)),
+    ("one host with several GPUs", job(gpus=4)),
+    ("several CPU hosts, the built-in DeepFM, whose average sends less than its gradients", job(hosts=2)),
+    ("several CPU hosts, a table too large to average (10 million ids at the defaults)", job(hosts=2, hp=BIG_TABLE)),
+    ("several CPU hosts, a hooks model (its size unknown before it is built)", with_model_fn(job(hosts=2))),
+    ("several hosts with GPUs", job(hosts=2, gpus=4)),
+    ("a training script that asks for no mode", script(job(hosts=2))),
+)
+
+
+def auto_table() -> str:
+    """The table of what auto picks on each line, as docs/distribution.md shows it."""
+    rows = ["| the job | TensorFlow 2.14 | TensorFlow 2.21 |", "|---|---|---|"]
+    for name, the_job in DOCUMENTED:
+        picks = [auto.choose(on(line, the_job), modes.all_modes())[0].name for line in ("2.14", "2.21")]
+        rows.append(f"| {name} | `{picks[0]}` | `{picks[1]}` |")
+    return "\n".join(rows)
+
+
+def test_the_docs_say_what_auto_picks():
+    import pathlib
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "distribution.md").read_text()
+    assert auto_table() in page, "docs/distribution.md's table of auto's picks is stale: paste auto_table()'s output"
