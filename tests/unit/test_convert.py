@@ -85,6 +85,43 @@ def test_bad_line_names_file_and_line(tmp_path):
     assert f"file {tmp_path / 'a.libsvm'} line 37: token" in str(error.value)
 
 
+def test_a_gzip_compressed_table_converts_as_its_plain_text_does(tmp_path):
+    """The advice a channel of raw Criteo .tsv.gz files gets (trainer convert on it) works."""
+    import gzip
+    import shutil
+
+    source = shared_file(CRITEO_SAMPLE)
+    compressed = tmp_path / "day_0.tsv.gz"
+    with open(source, "rb") as plain, gzip.open(compressed, "wb") as packed:
+        shutil.copyfileobj(plain, packed)
+    from_plain = convert.convert([source], str(tmp_path / "plain"), num_files=2, workers=2)
+    from_gzip = convert.convert([str(compressed)], str(tmp_path / "gz"), num_files=2, workers=2)
+    assert from_gzip["input_format"] == "criteo" and sum(from_gzip["records"]) == 200
+    assert read_tfrecords(from_gzip["files"], 39) == read_tfrecords(from_plain["files"], 39)
+    assert sorted(os.listdir(tmp_path / "gz")) == ["part-00000.tfrecord", "part-00001.tfrecord"]  # no temporary left
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "file {path} line 37: token"),  # a bad line inside: the compressed file named
+    (b"not gzip at all", "file {path}: not readable as gzip"),
+])
+def test_a_bad_gzip_input_names_the_file_the_user_gave(tmp_path, content, expected):
+    import gzip
+
+    path = tmp_path / "a.libsvm.gz"
+    if content is None:
+        lines = [records.format_libsvm_line(*row) for row in random_rows(50)]
+        lines[36] = lines[36].replace(":", "=", 1)
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines) + "\n")
+    else:
+        path.write_bytes(content)
+    with pytest.raises(JobError) as error:
+        convert.convert([str(path)], str(tmp_path / "out"), field_size=6, num_files=2, workers=2)
+    assert expected.format(path=path) in str(error.value)
+    assert not [name for name in os.listdir(tmp_path / "out") if name.startswith(".decompressed")]
+
+
 def test_split_copies_records_in_order(tmp_path):
     write_libsvm(tmp_path / "a.libsvm", random_rows(30))
     tf_files = convert.convert([str(tmp_path / "a.libsvm")], str(tmp_path / "tf"), field_size=6, num_files=1)["files"]

@@ -4,7 +4,9 @@
     trainer convert day_0.libsvm --output data/ --target-mb 100 --channels 4
 
 The inputs are cut into byte ranges on line boundaries, one per output file, and the
-ranges are converted by a pool of processes. `--channels K` spreads the output files
+ranges are converted by a pool of processes. A gzip-compressed input (`day_0.tsv.gz`) is
+decompressed first, into a temporary folder beside the output: byte ranges need a file
+that can be read from any offset. `--channels K` spreads the output files
 round robin over K folders (training-1 .. training-K), one per Pipe-mode channel.
 Raw Criteo (label, I1..I13, C1..C26; tab or comma separated, header optional) maps onto
 39 fields: I<i> has id i with its value clipped and scaled to [0, 1]; C<j> hashes to an
@@ -13,10 +15,14 @@ id in [14, 14 + hash_buckets) with value 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
 import math
 import os
+import shutil
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 
 from trainer.data import pools, records
 from trainer.errors import JobError
@@ -26,7 +32,7 @@ DEFAULT_HASH_BUCKETS = 117581 - records.CRITEO_FIRST_CATEGORICAL_ID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", help="libsvm or raw Criteo text files")
+    parser.add_argument("inputs", nargs="+", help="libsvm or raw Criteo text files (each may be gzip-compressed: .gz)")
     parser.add_argument("--output", required=True, help="output folder")
     parser.add_argument("--input-format", choices=("auto", "libsvm", "criteo"), default="auto",
                         help="auto: criteo when a line has 40 tab- or comma-separated columns")
@@ -51,6 +57,7 @@ class Task:
     output_format: str
     field_size: int
     hash_buckets: int
+    shown_as: dict = field(default_factory=dict)  # a decompressed input's path -> the file the user named
 
 
 def detect_format(path: str) -> str:
@@ -100,7 +107,8 @@ def convert_task(task: Task) -> int:
                 try:
                     row = _parse(line, task)
                 except ValueError as err:
-                    raise JobError(f"file {path} line {_line_number(path, offset)}: {err}") from None
+                    raise JobError(f"file {task.shown_as.get(path, path)} line {_line_number(path, offset)}: "
+                                   f"{err}") from None
                 if row is not None:
                     writer.write(*row)
                     count += 1
@@ -147,9 +155,38 @@ def output_paths(output: str, parts: int, channels: int, prefix: str, suffix: st
     return [os.path.join(output, f"{prefix}-{p % channels + 1}", f"part-{p:05d}{suffix}") for p in range(parts)]
 
 
+@contextlib.contextmanager
+def decompressed(inputs: list[str], output: str):
+    """(paths, shown_as): the inputs, each gzip-compressed one decompressed into a temporary
+    folder in `output` (removed afterwards), and which file each decompressed path stands for."""
+    compressed = [path for path in inputs if records.is_gzip_path(path)]
+    if not compressed:
+        yield list(inputs), {}
+        return
+    os.makedirs(output, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".decompressed-", dir=output) as folder:
+        shown_as = {}
+        for index, path in enumerate(compressed):
+            plain = os.path.join(folder, f"{index}-{os.path.basename(path)[:-len(records.GZIP_SUFFIX)]}")
+            try:
+                with gzip.open(path, "rb") as source, open(plain, "wb") as target:
+                    shutil.copyfileobj(source, target, 1 << 20)
+            except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+                raise JobError(f"file {path}: not readable as gzip ({err})") from None
+            shown_as[plain] = path
+        yield [next((p for p, shown in shown_as.items() if shown == path), path) for path in inputs], shown_as
+
+
 def convert(inputs, output, input_format="auto", output_format="tfrecord", field_size=records.CRITEO_FIELDS,
             hash_buckets=DEFAULT_HASH_BUCKETS, num_files=None, target_mb=100.0, channels=1,
             channel_prefix="training", workers=None) -> dict:
+    with decompressed(inputs, output) as (plain_inputs, shown_as):
+        return _convert(plain_inputs, shown_as, output, input_format, output_format, field_size, hash_buckets,
+                        num_files, target_mb, channels, channel_prefix, workers)
+
+
+def _convert(inputs, shown_as, output, input_format, output_format, field_size, hash_buckets, num_files, target_mb,
+             channels, channel_prefix, workers) -> dict:
     if input_format == "auto":
         input_format = detect_format(inputs[0])
     if input_format == "criteo":
@@ -163,7 +200,7 @@ def convert(inputs, output, input_format="auto", output_format="tfrecord", field
     paths = output_paths(output, num_files, channels, channel_prefix, suffix)
     for path in paths:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-    tasks = [Task(segments, path, input_format, output_format, field_size, hash_buckets)
+    tasks = [Task(segments, path, input_format, output_format, field_size, hash_buckets, shown_as)
              for segments, path in zip(plan_segments(inputs, num_files), paths)]
     counts = pools.run_tasks(convert_task, tasks, workers or os.cpu_count(), __name__,
                              "tfrecord" in (input_format, output_format))
