@@ -33,6 +33,7 @@ MODES = {
     "parameter_server-pipe": ({"distribution": "parameter_server"}, 2, "Pipe"),
     "parameter_server-3-hosts": ({"distribution": "parameter_server"}, 3, "File"),
     "multi_worker_mirrored": ({"distribution": "multi_worker_mirrored"}, 2, "File"),
+    "local_sgd": ({"distribution": "local_sgd"}, 2, "File"),
 }
 
 

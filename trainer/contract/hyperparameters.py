@@ -230,9 +230,9 @@ SPECS: tuple[Spec, ...] = (
                   "float16": "mixed_float16", "float32": "none", "false": "none"}),
     Spec("jit_compile", "bool", False, "Compile the training step with XLA (P21)."),
     Spec("steps_per_execution", "int", None, "Training steps per call into TensorFlow (Keras' "
-         "steps_per_execution: Python's per-step cost paid once per call), single, horovod and "
-         "parameter_server (a call's steps on one worker); auto: 32, at most log_steps (1 while profiling and in "
-         "the other modes).", minimum=1, allow_auto=True),
+         "steps_per_execution: Python's per-step cost paid once per call), in single, horovod, local_sgd (a "
+         "call's steps divide average_every_steps) and parameter_server (a call's steps on one worker); auto: 32, "
+         "at most log_steps (1 while profiling and in the other modes).", minimum=1, allow_auto=True),
     Spec("profile_steps", "int_list", None, "Trace steps a,b (e.g. 100,110) with TensorFlow's profiler "
          "into the job's TensorBoard folder, run profile (TensorBoard's Profile tab); auto: off.", minimum=1,
          allow_auto=True),

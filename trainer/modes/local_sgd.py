@@ -90,6 +90,8 @@ class LocalSgd(Horovod):
     sdk_key = ""  # the SDK's MPI key asks for Horovod
     min_hosts = 2
     exchange = MODEL_AVERAGES  # auto takes it only where that sends less than every step's gradients
+    compiles_with_xla = False  # not tried: its averages assign into the variables between calls
+    multi_step_calls = True  # a call ends on each average (steps_per_call)
     # The learning rate scales with the ranks, as Horovod's: a mean of the ranks' changes moves
     # the model by one rank's step, as a mean of their gradients does (at the unscaled rate two
     # hosts ended 2 epochs 0.04 below one host's eval AUC, bench scale).
