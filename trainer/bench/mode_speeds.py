@@ -1,5 +1,5 @@
 """Samples per second and eval AUC of every distribution mode on the same data and model, in
-one run: the figures of docs/distribution.md's "which mode when".
+one run: the figures of docs/modes-measured.md's "every mode on one machine".
 
 Each mode trains the default DeepFM through `trainer local` (the same `train` as a job):
 single, tower and mirrored (2 replicas), horovod (1 host x 2 processes, and 2 hosts x 1),

@@ -292,7 +292,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("horovod_fusion_threshold", "int", None, "HOROVOD_FUSION_THRESHOLD in bytes (P27); "
          "auto: Horovod's default.", group="distribution", minimum=0, allow_auto=True),
     Spec("horovod_cycle_time", "float", None, "HOROVOD_CYCLE_TIME in ms (P27); auto: for CPU ranks with "
-         "a CPU each 0.1 (docs/distribution.md, Scaling out, per core), else Horovod's default. Not read by "
+         "a CPU each 0.1 (docs/modes-measured.md, Scaling out, per core), else Horovod's default. Not read by "
          "local_sgd, whose ranks average over MPI without Horovod.",
          group="distribution", minimum=0.0, allow_auto=True),
     Spec("average_every_steps", "int", 64, "local_sgd: steps each rank trains on its own between two "

@@ -79,7 +79,7 @@ class HorovodRuntime(AgreeingRanksRuntime):
 class Horovod(Mode):
     name = "horovod"
     runtime = HorovodRuntime
-    speed_rank = 20  # the fastest mode that steps on every step's gradients (docs/distribution.md)
+    speed_rank = 20  # the fastest mode that steps on every step's gradients (docs/modes-measured.md)
     sdk_key = sdk.MPI
     min_devices = 2  # one rank per GPU, or per CPU host: one alone is single's job
     exchange = GRADIENTS

@@ -3,7 +3,7 @@ batches, averaging their variables every `average_every_steps` steps instead of 
 every step's gradients.
 
 On CPU hosts a step's exchange adds about seven tenths of the step's compute
-(docs/distribution.md, "Will more hosts pay?"): the collectives' per-call machinery on the
+(docs/modes-measured.md, "Will more hosts pay?"): the collectives' per-call machinery on the
 rank's own CPUs, and the bytes on the network. Averaging every K steps pays that once per K
 steps, and each average is sent while the next K steps train. Each rank steps with its own
 batch (its optimizer's state stays its own), to the end of its own data; the averages end
@@ -86,7 +86,7 @@ class LocalSgdRuntime(Runtime):
 class LocalSgd(Horovod):
     name = "local_sgd"
     runtime = LocalSgdRuntime
-    speed_rank = 10  # the fastest on several CPU hosts where it fits (docs/distribution.md, "Scaling out, per core")
+    speed_rank = 10  # the fastest on several CPU hosts where it fits (docs/modes-measured.md, "Scaling out, per core")
     sdk_key = ""  # the SDK's MPI key asks for Horovod
     min_hosts = 2
     exchange = MODEL_AVERAGES  # auto takes it only where that sends less than every step's gradients

@@ -81,7 +81,7 @@ class MultiWorkerMirroredRuntime(Runtime):
 class MultiWorkerMirrored(Mode):
     name = "multi_worker_mirrored"
     runtime = MultiWorkerMirroredRuntime
-    speed_rank = 40  # Horovod's steps on CPU hosts are faster (docs/distribution.md, "Scaling out, per core")
+    speed_rank = 40  # Horovod's steps on CPU hosts are faster (docs/modes-measured.md, "Scaling out, per core")
     sdk_key = sdk.MWMS
     min_hosts = 2
     exchange = GRADIENTS

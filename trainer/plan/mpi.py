@@ -11,7 +11,7 @@ from trainer.plan import sdk
 
 # A rank waiting in a collective polls for its peers' messages. On CPUs that spinning takes
 # the CPU that the rank's own compute threads, or the rank it waits for, need: yielding gives
-# it back (2 Horovod ranks on 2 vCPUs: 1.3x the samples/s, docs/distribution.md).
+# it back (2 Horovod ranks on 2 vCPUs: 1.3x the samples/s, docs/modes-measured.md).
 YIELD_WHEN_IDLE = ("-mca", "mpi_yield_when_idle", "1")
 
 

@@ -29,7 +29,7 @@ BASELINE_NETWORK_GBPS = {
 }
 
 # Below this speed-up the hosts train no faster than one, within the prediction's error
-# (docs/distribution.md, "Will more hosts pay?").
+# (docs/modes-measured.md, "Will more hosts pay?").
 PAYS_FROM_SPEEDUP = 1.2
 
 
