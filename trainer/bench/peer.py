@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # The figures kept in the repository (trainer.bench.recorded) and compared on every run.
-RECORDED_FIGURES = {"ours_samples_per_sec": "our DeepFM's samples/s", "speedup": "ours / DeepCTR samples/s"}
+RECORDED_FIGURES = {"ours_samples_per_sec": "our DeepFM's samples/s", "speedup": "ours / DeepCTR samples/s",
+                    "ours_eval_auc": "our DeepFM's eval AUC", "deepctr_eval_auc": "DeepCTR's eval AUC"}
 
 
 def ours(data: dict, args: argparse.Namespace, folder: str) -> dict:
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> dict:
     speedup = rows[0]["samples_per_sec"] / rows[1]["samples_per_sec"]
     result = {"benchmark": "peer", "rows": rows, "speedup": round(speedup, 2),
               "ours_samples_per_sec": rows[0]["samples_per_sec"],
+              "ours_eval_auc": round(rows[0]["eval_auc"], 4), "deepctr_eval_auc": round(rows[1]["eval_auc"], 4),
               "auc_difference": round(rows[0]["eval_auc"] - rows[1]["eval_auc"], 4),
               "train_rows": args.train_rows, "eval_rows": args.eval_rows, "epochs": args.epochs,
               "feature_size": args.feature_size, "optimizer": args.optimizer, "learning_rate": args.learning_rate}
