@@ -52,6 +52,16 @@ def test_the_readme_is_a_front_door():
     assert os.path.exists(ROOT / "docs" / "hyperparameters.md")
 
 
+def test_the_readme_leads_to_every_page_as_a_guide_reference_or_measurement():
+    readme = (ROOT / "README.md").read_text()
+    listed = readme[readme.index("## Documentation"):]
+    groups = {name: listed[listed.index(name):] for name in ("Guides:", "Reference:", "Measurements:")}
+    pages = {path.name for path in (ROOT / "docs").glob("*.md")}
+    linked = {page for page in pages if f"(docs/{page})" in listed}
+    assert linked == pages, f"pages the README's Documentation does not list: {sorted(pages - linked)}"
+    assert all(groups.values())
+
+
 def test_the_documented_ports_are_the_ports_the_code_opens():
     """docs/security.md names every port a job listens on (the code's constants), and no other."""
     from trainer.launch.ssh_trust import SSH_PORT
