@@ -52,8 +52,8 @@ CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sagemaker-tf-trainer"
 log() { printf '[build.sh] %s\n' "$*" >&2; }
 
 pins_hash() {
-  { cat "$ROOT"/requirements.txt "$ROOT"/requirements-horovod.txt \
-        "$ROOT"/requirements-dev.txt "$ROOT"/requirements-bench.txt "$ROOT"/constraints.txt "$ROOT"/docker/horovod-cmake
+  { cat "$ROOT"/lines/2.14/requirements.txt "$ROOT"/lines/requirements-horovod.txt \
+        "$ROOT"/requirements-dev.txt "$ROOT"/requirements-bench.txt "$ROOT"/lines/2.14/constraints.txt "$ROOT"/docker/horovod-cmake
     "$PYTHON" -c 'import sys; print(sys.version)'
     printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"
   } | sha256sum | cut -c1-16
@@ -88,9 +88,9 @@ install_venv() {
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
   "$PYTHON" -m venv "$venv"
-  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt")
+  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/lines/2.14/constraints.txt")
   "${pip[@]}" pip setuptools wheel
-  "${pip[@]}" -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt" -r "$ROOT/requirements-bench.txt"
+  "${pip[@]}" -r "$ROOT/lines/2.14/requirements.txt" -r "$ROOT/requirements-dev.txt" -r "$ROOT/requirements-bench.txt"
   "${pip[@]}" "$(horovod_wheel "$venv")"
   touch "$venv/.complete"
 }
@@ -99,12 +99,12 @@ install_venv() {
 # by the pins it was built with, which a new environment with the same pins (and `bench
 # scripts`' environment) installs instead of compiling it again (minutes on 2 cores).
 # horovod_wheel VENV [LINE]: VENV has the TensorFlow to build against; LINE 2.21 builds
-# Horovod's source with the project's patch for that TensorFlow (docker/horovod-tf2.21.patch).
+# Horovod's source with the project's patch for that TensorFlow (lines/2.21/horovod.patch).
 # Prints the wheel's path.
 horovod_wheel() {
-  local venv="$1" line="${2:-2.14}" key dir constraints="$ROOT/constraints.txt" patch=/dev/null source
-  if [ "$line" = 2.21 ]; then constraints="$ROOT/constraints-2.21.txt"; patch="$ROOT/docker/horovod-tf2.21.patch"; fi
-  key="$({ cat "$ROOT/requirements-horovod.txt" "$ROOT/docker/horovod-cmake"
+  local venv="$1" line="${2:-2.14}" key dir constraints="$ROOT/lines/2.14/constraints.txt" patch=/dev/null source
+  if [ "$line" = 2.21 ]; then constraints="$ROOT/lines/2.21/constraints.txt"; patch="$ROOT/lines/2.21/horovod.patch"; fi
+  key="$({ cat "$ROOT/lines/requirements-horovod.txt" "$ROOT/docker/horovod-cmake"
            grep -i '^intel.tensorflow==\|^tensorflow.cpu==' "$constraints"
            "$PYTHON" -c 'import sys; print(sys.version)'
            printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; cat "$patch"; } | sha256sum | cut -c1-16)"
@@ -112,10 +112,10 @@ horovod_wheel() {
   if ! ls "$dir"/horovod-*.whl >/dev/null 2>&1; then
     log "compiling Horovod against TensorFlow (a few minutes, once for these pins)"
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-    source=(-r "$ROOT/requirements-horovod.txt")
+    source=(-r "$ROOT/lines/requirements-horovod.txt")
     if [ "$patch" != /dev/null ]; then  # its source, patched
       "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        -r "$ROOT/requirements-horovod.txt" -d "$dir.tmp/source" >&2
+        -r "$ROOT/lines/requirements-horovod.txt" -d "$dir.tmp/source" >&2
       tar -xzf "$dir.tmp"/source/horovod-*.tar.gz -C "$dir.tmp/source"
       patch -s -p1 -d "$dir.tmp"/source/horovod-*/ < "$patch" >&2
       source=("$(echo "$dir.tmp"/source/horovod-*/)")
@@ -254,10 +254,10 @@ base_image() {
 image() {
   local flavour="${1:-cpu}" line="${2:-2.14}" file tag started eng format=() release=22.04 aliases=() args=() stage=""
   case "$flavour/$line" in
-    cpu/2.14) file="$ROOT/docker/Dockerfile"; aliases=(cpu) ;;
-    gpu/2.14) file="$ROOT/docker/Dockerfile.gpu"; aliases=(gpu); stage=build ;;
-    cpu/2.21) file="$ROOT/docker/Dockerfile.2.21"; release=24.04 ;;
-    gpu/2.21) file="$ROOT/docker/Dockerfile.2.21"; release=24.04; args=(--build-arg "TENSORFLOW=tensorflow[and-cuda]") ;;
+    cpu/2.14) file="$ROOT/lines/2.14/Dockerfile"; aliases=(cpu) ;;
+    gpu/2.14) file="$ROOT/lines/2.14/Dockerfile.gpu"; aliases=(gpu); stage=build ;;
+    cpu/2.21) file="$ROOT/lines/2.21/Dockerfile"; release=24.04 ;;
+    gpu/2.21) file="$ROOT/lines/2.21/Dockerfile"; release=24.04; args=(--build-arg "TENSORFLOW=tensorflow[and-cuda]") ;;
     *) log "image: cpu or gpu, of line 2.14 or 2.21; not $flavour $line"; exit 2 ;;
   esac
   # One build at a time: the whole suite's early build (below) and the tests' own call.
@@ -301,15 +301,15 @@ keyed_venv() {
 }
 
 # The TensorFlow 2.21 line's environment for the tests that run the package on it (this
-# machine's Python; the image's is 3.12): requirements-2.21.txt under constraints-2.21.txt,
+# machine's Python; the image's is 3.12): lines/2.21/requirements.txt under lines/2.21/constraints.txt,
 # keyed by both. tensorflow-cpu first and named `tensorflow` (container/tensorflow-name.py), as
 # in the image. Prints its python.
 line_env() {
   local line="$1" hash venv
   [ "$line" = 2.21 ] || { log "line: 2.21 (the 2.14 line's environment is ./build.sh setup's)"; exit 2; }
-  hash="$({ cat "$ROOT/requirements-$line.txt" "$ROOT/constraints-$line.txt" "$ROOT/requirements-dev.txt" \
-              "$ROOT/container/tensorflow-name.py" "$ROOT/requirements-horovod.txt" "$ROOT/docker/horovod-cmake" \
-              "$ROOT/docker/horovod-tf$line.patch"; "$PYTHON" -c 'import sys; print(sys.version)'
+  hash="$({ cat "$ROOT/lines/$line/requirements.txt" "$ROOT/lines/$line/constraints.txt" "$ROOT/requirements-dev.txt" \
+              "$ROOT/container/tensorflow-name.py" "$ROOT/lines/requirements-horovod.txt" "$ROOT/docker/horovod-cmake" \
+              "$ROOT/lines/$line/horovod.patch"; "$PYTHON" -c 'import sys; print(sys.version)'
             printf '%s\n' "${HOROVOD_BUILD_ENV[@]}"; } | sha256sum | cut -c1-16)"
   venv="$(keyed_venv "line-$line" "$hash" install_line "$line")"
   if [ "$(cat "$venv/.project-root" 2>/dev/null)" != "$ROOT" ]; then
@@ -326,11 +326,11 @@ line_env() {
 
 install_line() {
   local line="$1" venv="$2"
-  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/constraints-$line.txt")
+  local pip=("$venv/bin/pip" install --quiet --disable-pip-version-check -c "$ROOT/lines/$line/constraints.txt")
   "${pip[@]}" pip setuptools wheel
-  "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/requirements-$line.txt")"
+  "${pip[@]}" "$(grep '^tensorflow-cpu==' "$ROOT/lines/$line/requirements.txt")"
   "$venv/bin/python" "$ROOT/container/tensorflow-name.py"
-  "${pip[@]}" -r "$ROOT/requirements-$line.txt" -r "$ROOT/requirements-dev.txt"
+  "${pip[@]}" -r "$ROOT/lines/$line/requirements.txt" -r "$ROOT/requirements-dev.txt"
   "${pip[@]}" "$(horovod_wheel "$venv" "$line")"
 }
 
@@ -364,15 +364,16 @@ write_shim() {
 }
 
 sdk_setup() {
-  local major="${1:-2}" hash venv pins
+  local major="${1:-2}" hash venv pins name
   case "$major" in
-    2) pins=sdk ;;  # requirements-sdk.txt: SDK 2.x (Estimator, TensorFlow(distribution=...))
-    3) pins=sdk3 ;;  # requirements-sdk3.txt: SDK 3.x (ModelTrainer)
+    2) name=sdk ;;  # sdk/2: SDK 2.x (Estimator, TensorFlow(distribution=...))
+    3) name=sdk3 ;;  # sdk/3: SDK 3.x (ModelTrainer)
     *) log "sdk-setup [2|3]: the SDK's major version, not $major"; exit 2 ;;
   esac
+  pins="$ROOT/sdk/$major"
   "$ROOT/docker/engine.sh" setup
-  hash="$(cat "$ROOT/requirements-$pins.txt" "$ROOT/constraints-$pins.txt" | sha256sum | cut -c1-16)"
-  venv="$(keyed_venv "$pins-venv" "$hash" pip_install -c "$ROOT/constraints-$pins.txt" -r "$ROOT/requirements-$pins.txt")"
+  hash="$(cat "$pins/requirements.txt" "$pins/constraints.txt" | sha256sum | cut -c1-16)"
+  venv="$(keyed_venv "$name-venv" "$hash" pip_install -c "$pins/constraints.txt" -r "$pins/requirements.txt")"
   mkdir -p "$venv/shims"
   # Replaced whole (another test process may be running a job through them), never half-written.
   if [ "$(engine)" = podman ]; then
@@ -396,16 +397,16 @@ bench_env() {
   local name="$1" file="$ROOT/bench-envs/$1.txt" hash venv
   local extra="$ROOT/bench-envs/$name.horovod.txt"  # a second step, when there is one
   [ -f "$extra" ] || extra=/dev/null
-  hash="$(cat "$file" "$ROOT/constraints.txt" "$extra" "$ROOT/docker/horovod-cmake" | sha256sum | cut -c1-16)"
+  hash="$(cat "$file" "$ROOT/lines/2.14/constraints.txt" "$extra" "$ROOT/docker/horovod-cmake" | sha256sum | cut -c1-16)"
   venv="$(keyed_venv "bench-$name" "$hash" install_bench_env "$file" "$extra")"
   echo "$venv/bin/python"
 }
 
 install_bench_env() {
   local file="$1" extra="$2" venv="$3"
-  pip_install -c "$ROOT/constraints.txt" -r "$file" "$venv"
+  pip_install -c "$ROOT/lines/2.14/constraints.txt" -r "$file" "$venv"
   if [ "$extra" != /dev/null ]; then  # the project's Horovod wheel (see the extra file)
-    pip_install -c "$ROOT/constraints.txt" "$(horovod_wheel "$(venv_dir)")" "$venv"
+    pip_install -c "$ROOT/lines/2.14/constraints.txt" "$(horovod_wheel "$(venv_dir)")" "$venv"
   fi
 }
 
@@ -435,11 +436,8 @@ bench() {
 image_lock() {
   local line="${1:-2.14}" eng lock
   local tag="localhost/$IMAGE_NAME:$line-cpu"
-  case "$line" in
-    2.14) lock="$ROOT/docker/constraints-py310.txt" ;;
-    2.21) lock="$ROOT/docker/constraints-py312.txt" ;;
-    *) log "image-lock: 2.14 or 2.21, not $line"; exit 2 ;;
-  esac
+  lock="$ROOT/lines/$line/image-constraints.txt"
+  [ -f "$lock" ] || { log "image-lock: 2.14 or 2.21, not $line"; exit 2; }
   eng="$(engine)"
   { sed -n '1,2p' "$lock"
     # Not the CPU image's metadata-only `tensorflow` (container/tensorflow-name.py): the GPU

@@ -5,11 +5,11 @@
 # packages of the line's image requirements, resolved under the image's lock so that none of
 # them moves what TensorFlow (and Horovod) were built against.
 #
-#   install-script-packages.sh LOCK REQUIREMENTS   (defaults: the 2.14 line's, in /opt/pins)
+#   install-script-packages.sh   (the image's line's files, copied to /opt/pins from lines/<line>/)
 set -euo pipefail
 pins=/opt/pins
-lock="${1:-$pins/constraints-py310.txt}"
-requirements="${2:-$pins/requirements-image.txt}"
+lock="$pins/image-constraints.txt"
+requirements="$pins/requirements-image.txt"
 # Versions fixed by the Ubuntu release.
 apt-get update
 apt-get install -y --no-install-recommends python-is-python3 git gcc g++ make python3-dev

