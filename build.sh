@@ -6,8 +6,8 @@
 #   ./build.sh demo           set up, then train DeepFM on a generated dataset (trainer local)
 #   ./build.sh test [ARGS]    set up, then run the gate (what CI runs): every fast test and the slow
 #                             tests tests/gate.txt lists (each capability once), on the 2.14 line
-#                             and, beside it, on the 2.21 line (tests/line_2.21_tier.txt, in its
-#                             environment); Docker Engine started for it (docker/dockerd.sh) builds
+#                             and, beside it, on the 2.21 line (the tests marked for it:
+#                             tests/lines.py; in its environment); Docker Engine started for it (docker/dockerd.sh) builds
 #                             both CPU images meanwhile for its container tests; ends with the
 #                             core-seconds its tests held. With ARGS: pytest ARGS (2.14 line), the
 #                             daemon answering.
@@ -15,7 +15,7 @@
 #                             the container tests with podman (the gate's too), the GPU images'
 #                             build, then Docker Engine's own (tests/container/docker_tier.txt)
 #   ./build.sh test-fast      set up, then run only the fast tier (no slow integration tests)
-#   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tier alone, in its environment
+#   ./build.sh test-line 2.21 [ARGS]  the 2.21 line's tests alone, in its environment
 #   ./build.sh bench [--line 2.21] [ARGS]  set up, then run a shipped benchmark (trainer bench ARGS)
 #                             on the 2.14 line, or the 2.21 line; peer, build and scripts make
 #                             their own environments from bench-envs/
@@ -194,7 +194,7 @@ prebuild_environments() {
 }
 
 # run_tiers MARKERS LINE_MARKERS [ARGS]: the 2.14 line's tests selected by MARKERS (pytest -m)
-# and, beside them, the 2.21 line's tier file's selected by LINE_MARKERS, sharing the machine's
+# and, beside them, the 2.21 line's (tests/lines.py) selected by LINE_MARKERS, sharing the machine's
 # cores through one set of locks (tests/cores.py). Red if either line is.
 run_tiers() {
   local markers="$1" line_markers="$2" line_log="$CACHE_DIR/line-2.21-tier.log" status=0 line_status=0 line_pid
@@ -334,12 +334,11 @@ install_line() {
   "${pip[@]}" "$(horovod_wheel "$venv" "$line")"
 }
 
-# The tests of a line's tier file (tests/line_2.21_tier.txt) in that line's environment.
+# The tests that run on a line (their `line` marker: tests/lines.py), in that line's environment.
 test_line() {
-  local line="${1:?line}" tests
+  local line="${1:?line}"
   shift
-  mapfile -t tests < <(grep -v '^#' "$ROOT/tests/line_${line}_tier.txt")  # one test id a line (ids hold spaces)
-  ( cd "$ROOT" && run_in_line "$line" python -m pytest "${tests[@]}" "$@" )
+  ( cd "$ROOT" && run_in_line "$line" python -m pytest tests/unit tests/integration "$@" )
 }
 
 # line 2.21 CMD...: CMD with that environment's python first on PATH, from the caller's folder.

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from lines import keep_this_lines_tests
+
 GATE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.txt")
 SEPARATOR = " | "
 
@@ -37,29 +39,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if in_gate(item.nodeid, test_ids):
             item.add_marker(pytest.mark.gate)
+    keep_this_lines_tests(config, items)
 
 
-LINE_TIER_FILE = os.path.join(os.path.dirname(GATE_FILE), "line_2.21_tier.txt")
-ONLY_ON_2_21 = "tests/integration/test_line_2_21"  # its files' tests skip themselves on the 2.14 line
-
-
-def runs_on(test_id: str, line_tier: list[str]) -> str:
-    """Where a gate test runs: the 2.14 line's environment, the 2.21 line's, both, or the
-    containers (Docker Engine; the images of both lines)."""
+def runs_on(test_id: str, lines_by_nodeid: dict[str, tuple[str, ...]]) -> str:
+    """Where a gate test runs: the 2.14 line's environment, the 2.21 line's, both (its
+    `line` marker: tests/lines.py), or the containers (Docker Engine; the images of both lines)."""
     if test_id.startswith("tests/container/"):
         return "Docker Engine"
-    on_2_21 = any(in_gate(test_id, [listed]) for listed in line_tier)
-    if test_id.startswith(ONLY_ON_2_21):
-        return "2.21"
-    return "2.14, 2.21" if on_2_21 else "2.14"
+    lines = {line for nodeid, its in lines_by_nodeid.items() if in_gate(nodeid, [test_id]) for line in its}
+    return ", ".join(sorted(lines))
 
 
-def markdown_table() -> str:
-    """docs/development.md's table of the gate's slow tests (tests/unit/test_gate.py checks
-    that the page has it)."""
-    with open(LINE_TIER_FILE) as f:
-        line_tier = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+def markdown_table(lines_by_nodeid: dict[str, tuple[str, ...]]) -> str:
+    """docs/development.md's table of the gate's slow tests, given each collected test's lines
+    (tests/unit/test_gate.py collects them and checks that the page has the table)."""
     rows = ["| Capability | Test | Runs on |", "|---|---|---|"]
     for test_id, capability in gate_entries():
-        rows.append(f"| {capability} | `{test_id}` | {runs_on(test_id, line_tier)} |")
+        rows.append(f"| {capability} | `{test_id}` | {runs_on(test_id, lines_by_nodeid)} |")
     return "\n".join(rows)

@@ -52,6 +52,7 @@ def test_ceiling(tmp_path):
     assert shares["ceiling"] == 1.0 and all(share > 0 for share in shares.values())
 
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(1)
 def test_settings(tmp_path):
     # The cases the checks below read (each is a TensorFlow start); the others are the same mechanism.
@@ -129,6 +130,7 @@ def test_build_compares_tensorflow_builds_in_their_own_processes(tmp_path):
     assert max(row["of_best"] for row in result["rows"]) == 1.0
 
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(1)  # about one core busy (measured: TRAINER_TEST_CPU_LOG)
 def test_scripts_runs_users_scripts_through_train_and_the_aws_way(tmp_path):
     result, _ = bench(tmp_path, "scripts", "--rows", "16384", timeout=1800)

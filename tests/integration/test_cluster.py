@@ -59,6 +59,7 @@ def test_parameter_servers_in_pipe_mode_each_worker_reads_its_own_fifo(uneven_pa
     assert no_task_left(tmp_path)
 
 
+@pytest.mark.line("2.14", "2.21")
 def test_multi_worker_mirrored_on_two_hosts(aws_split, tmp_path):
     run = run_local(tmp_path, aws_split, {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "log_steps": 4},
                     hosts=2, timeout=CLUSTER_TIMEOUT_SEC)
@@ -98,6 +99,7 @@ def one_host_on_planted(planted, tmp_path_factory):
 INTERFACE_CHOSEN = ("network: resourceconfig.json names the network interface ethwe, which host algo-1 does not have: "
                     "using eth0, which holds algo-1's address 10.234.0.1")
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(2)  # a CPU of its own for each host
 def test_local_sgd_on_two_hosts_of_one_cpu_trains_as_well_as_one_host(planted, one_host_on_planted, tmp_path):
     """Each rank trains its own shard and the ranks average every 64 steps, each average sent

@@ -55,10 +55,16 @@ def planted(tmp_path_factory):
 # Multi-worker mirrored's hosts wait on each other's collectives: its jobs keep about one of
 # the two cores busy (measured with TRAINER_TEST_CPU_LOG), so a one-core test may run beside.
 ONE_CORE = {"multi_worker_mirrored on 2 hosts, 1 data host"}
+# The cases the 2.21 line runs too (tests/lines.py): one host, and multi-worker mirrored.
+ON_BOTH_LINES = {"single, hooks' parse_fn on 2 data hosts", "multi_worker_mirrored on 2 hosts, 1 data host"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.cores(1)) if case in ONE_CORE else case
-                                  for case in CASES])
+def marks_of(case: str) -> list:
+    return ([pytest.mark.cores(1)] if case in ONE_CORE else []) + \
+        ([pytest.mark.line("2.14", "2.21")] if case in ON_BOTH_LINES else [])
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=marks_of(case)) for case in CASES])
 def test_a_data_group_feeds_the_training_group(planted, tmp_path, case):
     training, data, extra = CASES[case]
     if extra.get("user_module") == "HOOKS":

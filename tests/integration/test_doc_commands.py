@@ -73,10 +73,10 @@ ELSEWHERE = {
     "./build.sh bench switches": ("tests/integration/test_bench.py::test_switches", SMALLER),
     "./build.sh bench settings": ("tests/integration/test_bench.py::test_settings", SMALLER),
     "./build.sh bench --line 2.21 settings": ("tests/integration/test_bench.py::test_settings",
-                                              "with smaller sizes, in the 2.21 line's tier (tests/line_2.21_tier.txt)"),
+                                              "with smaller sizes, on the 2.21 line (its `line` marker: tests/lines.py)"),
     "./build.sh bench --line 2.21 scripts": (
         "tests/integration/test_bench.py::test_scripts_runs_users_scripts_through_train_and_the_aws_way",
-        "with smaller sizes, in the 2.21 line's tier (tests/line_2.21_tier.txt)"),
+        "with smaller sizes, on the 2.21 line (its `line` marker: tests/lines.py)"),
     "./build.sh bench ops": ("tests/integration/test_bench.py::test_ops_sums_the_profiled_op_time_by_type", SMALLER),
     "./build.sh bench hetero": ("tests/integration/test_bench.py::test_hetero_trains_with_and_without_a_data_host",
                                 SMALLER),

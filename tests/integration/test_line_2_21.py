@@ -1,5 +1,5 @@
 """The TensorFlow 2.21 line through `trainer local` (run in its environment: `./build.sh line
-2.21`, tests/line_2.21_tier.txt): scripts as written for AWS's 2.21 image run unchanged in
+2.21`, marked for it: tests/lines.py): scripts as written for AWS's 2.21 image run unchanged in
 each of its modes (Keras 3 `fit` on one host and on two hosts each training alone, as AWS's
 own test runs it; multi-worker mirrored on two hosts with the script's own TF_CONFIG and with
 the SDK's key; mpirun of an mpi4py script; parameter servers through the Keras 2 switch, since
@@ -17,10 +17,9 @@ import pytest
 from conftest import JOB_TIMEOUT_SEC, PROJECT_ROOT, JobRun, first_host_folder, local_command, run_local, without_own_keras
 from mnist_arrays import write_mnist_arrays
 from trainer.plan.clusters import aws_mwms_tf_config
-from trainer.tf_line import LEGACY_KERAS_ENV, installed
+from trainer.tf_line import LEGACY_KERAS_ENV
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(installed().name != "2.21", reason="runs in the 2.21 line's environment")]
+pytestmark = [pytest.mark.slow, pytest.mark.line("2.21")]
 SCRIPTS = os.path.join(PROJECT_ROOT, "tests", "scripts")
 # The same job on both lines may differ by this much in eval AUC (the issue's bound: TensorFlow
 # 2.21's kernels and tf-keras 2.21 are not bit-identical to 2.14's).

@@ -2,7 +2,7 @@
 test_line_2_21.py's check (one process, parameter servers on two hosts) leaves out: replicas
 in one process (tower, mirrored), multi-worker mirrored on two hosts and Horovod (two ranks,
 on the line's Horovod built against TensorFlow 2.21). Each case runs the same job on both
-lines, in the full tier (`./build.sh test-all`, from tests/line_2.21_tier.txt), as are
+lines, in the full tier (`./build.sh test-all`, marked for the 2.21 line), as are
 test_line_2_21.py's."""
 import pytest
 

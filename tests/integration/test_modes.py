@@ -33,6 +33,7 @@ def assert_trained(run, steps, world_size, global_batch):
     return metrics
 
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(1)
 @pytest.mark.parametrize("mode", ["tower", "mirrored"])
 def test_replicas_in_one_process(aws_split, tmp_path, mode):

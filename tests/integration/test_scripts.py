@@ -255,6 +255,7 @@ def test_the_kit_writes_tensorboard_runs_for_a_script(aws_split, tmp_path):
     assert all(series(os.path.join(root, f"rank-{rank}"), "samples_per_sec") for rank in (0, 1))
 
 
+@pytest.mark.line("2.14", "2.21")
 def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
     channels = {"training-1": aws_split["training"], "training-2": aws_split["evaluation"]}
     run = run_local(tmp_path, channels, script("kit_pipe_train.py", batch_size=500, **MPI_2), input_mode="Pipe")
@@ -266,6 +267,7 @@ def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
     assert os.listdir(os.path.join(run.job_dir, "checkpoints"))
 
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(1)
 def test_the_documented_kit_script(aws_split, tmp_path):
     """docs/sagemaker.md's trainer.kit script, as written, as a job's entry point in Pipe mode."""

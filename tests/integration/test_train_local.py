@@ -38,6 +38,7 @@ def file_and_pipe_runs(aws_split, tmp_path_factory):
                             instance_type="ml.c5.2xlarge") for mode in ("File", "Pipe")}
 
 
+@pytest.mark.line("2.14", "2.21")
 @pytest.mark.parametrize("mode", ["File", "Pipe"])
 def test_trains_evaluates_and_exports(file_and_pipe_runs, mode):
     run = file_and_pipe_runs[mode]

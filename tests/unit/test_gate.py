@@ -8,7 +8,7 @@ import pytest
 
 from conftest import PROJECT_ROOT
 from gate import gate_entries, in_gate
-from trainer.tf_line import installed
+from lines import RECORD_ENV
 
 
 @pytest.mark.parametrize("nodeid, listed, expected", [
@@ -38,23 +38,65 @@ def test_every_entry_says_what_it_stands_for():
     assert len({test_id for test_id, _ in entries}) == len(entries), "an id listed twice"
 
 
-@pytest.mark.cores(1)
-@pytest.mark.skipif(installed().name != "2.14", reason="collects the 2.14 line's tests (Horovod's among them)")
-def test_every_listed_id_names_tests_of_the_suite():
-    entries = gate_entries()
-    files = sorted({test_id.split("::")[0] for test_id, _ in entries})
+@pytest.fixture(scope="module")
+def gate_tests_and_their_lines(tmp_path_factory) -> dict[str, tuple[str, ...]]:
+    """Every test of the files tests/gate.txt names, collected as a run collects them, with the
+    lines its `line` marker gives it (tests/lines.py), on whichever line runs it."""
+    record = tmp_path_factory.mktemp("lines") / "lines.tsv"
+    files = sorted({test_id.split("::")[0] for test_id, _ in gate_entries()})
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           "-m", "gate", *files], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    collected = [line for line in done.stdout.splitlines() if "::" in line]
-    unmatched = [test_id for test_id, _ in entries if not any(in_gate(nodeid, [test_id]) for nodeid in collected)]
+                           "-m", "", *files], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", RECORD_ENV: str(record)})
+    assert done.returncode in (0, 5), done.stdout[-3000:] + done.stderr[-3000:]  # 5: every test deselected
+    return {nodeid: tuple(lines.split(",")) for nodeid, lines in
+            (row.split("\t") for row in record.read_text().splitlines())}
+
+
+@pytest.mark.cores(1)
+def test_every_listed_id_names_tests_of_the_suite(gate_tests_and_their_lines):
+    unmatched = [test_id for test_id, _ in gate_entries()
+                 if not any(in_gate(nodeid, [test_id]) for nodeid in gate_tests_and_their_lines)]
     assert not unmatched, f"tests/gate.txt names tests the suite does not have: {unmatched}"
 
 
-def test_the_development_page_has_the_gates_table():
+@pytest.mark.cores(1)
+def test_the_development_page_has_the_gates_table(gate_tests_and_their_lines):
     from gate import markdown_table
 
     with open(os.path.join(PROJECT_ROOT, "docs", "development.md")) as f:
         page = f.read()
-    assert markdown_table() in page, "docs/development.md's gate table is stale: paste tests/gate.py's markdown_table()"
+    assert markdown_table(gate_tests_and_their_lines) in page, \
+        "docs/development.md's gate table is stale: paste tests/gate.py's markdown_table()"
+
+
+class Collected:
+    """What lines_of reads of a collected test: its id and its closest `line` marker."""
+
+    def __init__(self, nodeid, marked=None):
+        self.nodeid, self.marked = nodeid, marked
+
+    def get_closest_marker(self, name):
+        return None if self.marked is None else pytest.mark.line(*self.marked).mark
+
+
+@pytest.mark.parametrize("nodeid, marked, lines", [
+    ("tests/unit/test_planner.py::test_plan", None, ("2.14", "2.21")),  # a unit test: both lines
+    ("tests/integration/test_modes.py::test_x", None, ("2.14",)),  # any other test: 2.14
+    ("tests/container/test_image.py::test_x", None, ("2.14",)),  # run from the 2.14 environment
+    ("tests/integration/test_x.py::test_x", ("2.21",), ("2.21",)),
+    ("tests/unit/test_x.py::test_x", ("2.14",), ("2.14",)),  # a marker wins
+])
+def test_which_lines_a_test_runs_on(nodeid, marked, lines):
+    from lines import lines_of
+
+    assert lines_of(Collected(nodeid, marked)) == lines
+
+
+@pytest.mark.parametrize("nodeid, lines", [
+    ("tests/integration/test_modes.py::test_horovod_two_ranks_pipe_mode", ("2.14",)),  # unmarked: 2.14
+    ("tests/integration/test_line_2_21.py::test_a_horovod_script_on_two_ranks", ("2.21",)),  # its module's mark
+    ("tests/integration/test_cluster.py::test_multi_worker_mirrored_on_two_hosts", ("2.14", "2.21")),  # its own
+])
+def test_a_test_runs_on_the_lines_its_marker_names(gate_tests_and_their_lines, nodeid, lines):
+    found = {its for collected, its in gate_tests_and_their_lines.items() if in_gate(collected, [nodeid])}
+    assert found == {lines}, found
