@@ -1,6 +1,8 @@
 """The package's import graph, read from the source (every import, function-local ones
-too): no cycle, and nothing imports the command line or the `train` entry."""
+too): no cycle, nothing imports the command line or the `train` entry, imports run one way
+down the house's layers, and a top-level name has one meaning."""
 import ast
+import functools
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -12,10 +14,22 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(path: pathlib.Path) -> ast.Module:
+    """The module's syntax tree. Python 3.11's parser can raise a spurious SystemError ("AST
+    constructor recursion depth mismatch", python/cpython#106905) when another thread of the
+    process parses at the same time (threads earlier tests left in this worker may): parsed
+    again, it is right."""
+    try:
+        return ast.parse(path.read_text())
+    except SystemError:
+        return ast.parse(path.read_text())
+
+
 def imports_of(path: pathlib.Path, modules: set[str]) -> set[str]:
     """The package's modules that `path` imports (`from trainer import x` counts as trainer.x)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -130,7 +144,7 @@ def test_a_name_has_one_meaning():
     for path in PACKAGE.rglob("*.py"):
         if "user_scripts" in path.parts:
             continue
-        for node in ast.parse(path.read_text()).body:
+        for node in parsed(path).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 defined.setdefault(node.name, []).append(module_name(path))
     assert {name: modules for name, modules in defined.items()
