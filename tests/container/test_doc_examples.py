@@ -150,8 +150,8 @@ def run_model_trainer_example(sdk3_path, tmp_path, bucket, code: str, image: str
 
 # page -> what its ModelTrainer algorithm example runs: 2 hosts (auto's local SGD, over eth0
 # where local mode names ethwe) or 1 (one process)
-ALGORITHM_EXAMPLES = {"README.md": ("local_sgd (2 CPU hosts with the built-in DeepFM", TWO_HOST_TIMEOUT_SEC),
-                      "docs/sagemaker.md": ("single (1 host", ONE_HOST_TIMEOUT_SEC)}
+ALGORITHM_EXAMPLES = {"README.md": ("local_sgd (2 CPU hosts, the built-in DeepFM", TWO_HOST_TIMEOUT_SEC),
+                      "docs/sagemaker.md": ("single (1 CPU host", ONE_HOST_TIMEOUT_SEC)}
 
 
 @pytest.mark.cores(2)

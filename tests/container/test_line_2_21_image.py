@@ -84,6 +84,7 @@ def test_the_built_in_model_on_one_host(sdk_path, sdk_inputs, tmp_path):
                                                     "hyperparameters": {"num_epochs": 2, "log_steps": 10}},
                              timeout=ONE_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
-    assert "TensorFlow 2.21 line: TensorFlow 2.21.0" in log and "single (1 host" in log, log[-3000:]
+    assert "TensorFlow 2.21 line: TensorFlow 2.21.0" in log, log[-3000:]
+    assert "single (1 CPU host, the built-in DeepFM, TensorFlow 2.21" in log, log[-3000:]
     assert float(log.split("eval_auc=")[-1].split()[0]) > 0.7, log[-3000:]
     assert "1/saved_model.pb" in saved_model_members(result["model_data"])
