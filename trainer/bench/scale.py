@@ -26,13 +26,13 @@ import subprocess
 import sys
 import tempfile
 
-from trainer import modes
 from trainer.bench.common import local_job_metrics
 from trainer.data import datagen
 from trainer.local import runner
+from trainer.measure.probe import predicted_modes
 
-# The modes that exchange between hosts (each declares how: trainer.modes.base, Mode.exchange).
-MULTI_HOST_MODES = tuple(mode.name for mode in modes.all_modes() if mode.exchange)
+# The modes that exchange between hosts, each measured and predicted by `trainer plan --probe`.
+MULTI_HOST_MODES = tuple(predicted_modes())
 HOSTS = 2  # of 1 CPU each, in the scaled-out cases
 APART = "apart"  # not a mode: HOSTS one-host jobs at once, each on a CPU of its own
 
@@ -72,13 +72,6 @@ def plan_command(channels: dict, hyperparameters: dict, hosts: int) -> list[str]
     return command + [f"--hp={key}={value}" for key, value in hyperparameters.items()]
 
 
-def probed(names: list[str]) -> list[str]:
-    """Of the modes `names`, those `trainer plan --probe` predicts."""
-    from trainer.measure import probe
-
-    return [name for name in names if name in probe.predicted_modes()]
-
-
 def median_prediction(predictions: list[dict]) -> dict:
     """Pure: one mode's predictions, a round's each, as one: the median of each figure (a
     probe meets the machine's speed of its own minutes, as a case does)."""
@@ -108,7 +101,7 @@ def run(args: argparse.Namespace) -> dict:
         common = {"num_epochs": str(args.epochs), **dict(args.hp)}
         command = plan_command(channels, common, HOSTS)
         choice = _plan(command)["plan"]["mode"]
-        probed_modes = probed([mode for *_, mode in listed[1:]])
+        probed_modes = [mode for *_, mode in listed[1:] if mode in MULTI_HOST_MODES]
         # Rounds alternate the cases, so that the machine's slow and fast minutes fall on all of them;
         # each round's probes first, while nothing else runs (a mode's median is checked against its case's).
         runs, probed = [[] for _ in listed], []
@@ -217,7 +210,7 @@ def table(result: dict) -> str:
                               else "")
         if "train_samples_per_sec" not in row:
             lines.append(f"{name} | failed (exit {row['exit_code']}) | | | | |")
-        elif "speedup" not in row:  # the baseline failed: nothing to against_the_baseline with
+        elif "speedup" not in row:  # the baseline failed: nothing to compare with
             lines.append(f"{name} | {row['train_samples_per_sec']:,.0f} | | | {row['eval_auc']:.4f} |")
         else:
             lines.append(f"{name} | {row['train_samples_per_sec']:,.0f} | {row['speedup']:.2f}x | "
