@@ -165,16 +165,15 @@ def decompressed(inputs: list[str], output: str):
         return
     os.makedirs(output, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".decompressed-", dir=output) as folder:
-        shown_as = {}
+        plain_of = {}
         for index, path in enumerate(compressed):
-            plain = os.path.join(folder, f"{index}-{os.path.basename(path)[:-len(records.GZIP_SUFFIX)]}")
+            plain_of[path] = os.path.join(folder, f"{index}-{os.path.basename(path)[:-len(records.GZIP_SUFFIX)]}")
             try:
-                with gzip.open(path, "rb") as source, open(plain, "wb") as target:
+                with gzip.open(path, "rb") as source, open(plain_of[path], "wb") as target:
                     shutil.copyfileobj(source, target, 1 << 20)
             except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
                 raise JobError(f"file {path}: not readable as gzip ({err})") from None
-            shown_as[plain] = path
-        yield [next((p for p, shown in shown_as.items() if shown == path), path) for path in inputs], shown_as
+        yield [plain_of.get(path, path) for path in inputs], {plain: path for path, plain in plain_of.items()}
 
 
 def convert(inputs, output, input_format="auto", output_format="tfrecord", field_size=records.CRITEO_FIELDS,

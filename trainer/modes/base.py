@@ -12,6 +12,7 @@ import contextlib
 import importlib
 
 from trainer.errors import JobError
+from trainer.plan.auto import named
 from trainer.plan.types import SCRIPT_RANK_COMMAND, STATUS_PORT, Launch, LaunchKind, PeerWait, Process
 
 
@@ -31,8 +32,7 @@ REGISTERED: dict[str, "Mode"] = {}
 
 def modes_that(test) -> str:
     """The registered modes for which test(mode) holds, named for a message: "a, b or c"."""
-    named = sorted(mode.name for mode in REGISTERED.values() if test(mode))
-    return " or ".join(filter(None, [", ".join(named[:-1]), named[-1]])) if named else "none"
+    return named(mode for mode in REGISTERED.values() if test(mode))
 
 
 def register(mode_class: type) -> type:
