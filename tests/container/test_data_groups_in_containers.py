@@ -1,4 +1,4 @@
-"""A heterogeneous cluster in containers of the image: docs/sagemaker.md's example job (its
+"""A heterogeneous cluster in containers of the image: docs/distribution.md's example job (its
 instance groups and hyperparameters, as SageMaker hands them to the container; the SDK's
 local mode does not run instance groups), each host a container on the job's network. The
 data group's host serves tf.data service, the training group's host trains through it, and
@@ -21,7 +21,7 @@ JOB_WITHIN_SEC = 600  # a hang guard, not a speed claim
 def documented_job() -> tuple[tuple, dict]:
     """The example's instance groups [(name, count, type)] and hyperparameters, as SageMaker
     writes them (values as strings)."""
-    page = (pathlib.Path(PROJECT_ROOT) / "docs" / "sagemaker.md").read_text()
+    page = (pathlib.Path(PROJECT_ROOT) / "docs" / "distribution.md").read_text()
     code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "InstanceGroup(" in block)
     groups = tuple((name, int(count), instance_type) for name, instance_type, count in
                    re.findall(r'InstanceGroup\("([^"]+)", "([^"]+)", (\d+)\)', code))

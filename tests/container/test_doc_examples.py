@@ -1,4 +1,4 @@
-"""Every SageMaker SDK example of README.md and docs/sagemaker.md runs as written, in the
+"""Every SageMaker SDK example of README.md and docs/ runs as written, in the
 image: through the SDK's local mode where it has what the example uses, else (Pipe mode,
 checkpoint_s3_uri) the same job, with the settings the SDK would hand the container,
 through `trainer local`; and each metric definition of an example finds its figures in the
@@ -34,28 +34,29 @@ def block(page: str, starts: str) -> str:
     return found[0]
 
 
+PAGES = ["README.md"] + sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
 MODEL_TRAINER = "from sagemaker.train import ModelTrainer\nfrom sagemaker.train.configs import Compute, InputData"
 # (page, how the block starts) -> the test that runs it
 RUN_BY = {
     ("README.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
     ("README.md", MODEL_TRAINER + ", SourceCode\n"): "test_the_readme_model_trainer_script_example",
-    ("docs/sagemaker.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
-    ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI"):
+    ("docs/first-job.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
+    ("docs/your-model.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI"):
         "test_the_model_trainer_hooks_example",
-    ("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n"): "test_the_model_trainer_multi_worker_mirrored_example",
+    ("docs/your-script.md", MODEL_TRAINER + ", SourceCode\n\n"): "test_the_model_trainer_multi_worker_mirrored_example",
     ("README.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_readme_script_example",
-    ("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig"): "test_the_algorithm_example",
-    ("docs/sagemaker.md", "# my_model.py"): "test_the_hooks_example",
-    ("docs/sagemaker.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_hooks_example",
-    ("docs/sagemaker.md", "# train.py"): "tests/integration/test_scripts.py::test_the_documented_kit_script",
-    ("docs/sagemaker.md", "from sagemaker.estimator import Estimator\nfrom sagemaker.instance_group import"):
+    ("docs/first-job.md", "from sagemaker.debugger import TensorBoardOutputConfig"): "test_the_algorithm_example",
+    ("docs/your-model.md", "# my_model.py"): "test_the_hooks_example",
+    ("docs/your-model.md", "from sagemaker.tensorflow import TensorFlow"): "test_the_hooks_example",
+    ("docs/your-script.md", "# train.py"): "tests/integration/test_scripts.py::test_the_documented_kit_script",
+    ("docs/distribution.md", "from sagemaker.estimator import Estimator\nfrom sagemaker.instance_group import"):
         "tests/container/test_data_groups_in_containers.py::test_the_documented_heterogeneous_job",
 }
 
 
 @pytest.mark.cores(0)
 def test_every_python_example_is_run():
-    for page in ("README.md", "docs/sagemaker.md"):
+    for page in PAGES:
         for code in python_blocks(page):
             runners = [name for (where, starts), name in RUN_BY.items() if where == page and code.startswith(starts)]
             assert runners, f"{page}: no test runs the example starting {code.splitlines()[0]!r}"
@@ -99,7 +100,7 @@ def assert_metrics_found(definitions: list[dict], log: str) -> None:
 def test_the_algorithm_example(sdk_path, tmp_path, bucket):
     """One host in File mode with TrainingInputs and a checkpoint URI (not in local mode:
     through `trainer local`); TensorBoard's scalars where SageMaker uploads them."""
-    code = block("docs/sagemaker.md", "from sagemaker.debugger import TensorBoardOutputConfig")
+    code = block("docs/first-job.md", "from sagemaker.debugger import TensorBoardOutputConfig")
     result, log, _ = run_example(sdk_path, tmp_path, bucket, code, ONE_HOST_TIMEOUT_SEC)
     settings = result.get("trainer_local")
     assert settings and settings["lacks"] == ["checkpoint_s3_uri"], (result, log[-3000:])
@@ -129,8 +130,8 @@ def test_the_hooks_example(sdk_path, tmp_path, bucket):
     local mode."""
     source = tmp_path / "src"
     source.mkdir()
-    (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
-    code = block("docs/sagemaker.md", "from sagemaker.tensorflow import TensorFlow")
+    (source / "my_model.py").write_text(block("docs/your-model.md", "# my_model.py"))
+    code = block("docs/your-model.md", "from sagemaker.tensorflow import TensorFlow")
     result, log, _ = run_example(sdk_path, tmp_path, bucket, code, TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
@@ -151,7 +152,7 @@ def run_model_trainer_example(sdk3_path, tmp_path, bucket, code: str, image: str
 # page -> what its ModelTrainer algorithm example runs: 2 hosts (auto's local SGD, over eth0
 # where local mode names ethwe) or 1 (one process)
 ALGORITHM_EXAMPLES = {"README.md": ("local_sgd (2 CPU hosts, the built-in DeepFM", TWO_HOST_TIMEOUT_SEC),
-                      "docs/sagemaker.md": ("single (1 CPU host", ONE_HOST_TIMEOUT_SEC)}
+                      "docs/first-job.md": ("single (1 CPU host", ONE_HOST_TIMEOUT_SEC)}
 
 
 @pytest.mark.cores(2)
@@ -186,8 +187,8 @@ def test_the_model_trainer_hooks_example(image, sdk3_path, tmp_path, bucket):
     with Horovod, 2 hosts x 2 ranks."""
     source = tmp_path / "src"
     source.mkdir()
-    (source / "my_model.py").write_text(block("docs/sagemaker.md", "# my_model.py"))
-    code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI")
+    (source / "my_model.py").write_text(block("docs/your-model.md", "# my_model.py"))
+    code = block("docs/your-model.md", MODEL_TRAINER + ", SourceCode\nfrom sagemaker.train.distributed import MPI")
     result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE, TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)
     assert "entry point: hooks my_model.py" in log and "distribution: horovod" in log, log[-3000:]
@@ -204,7 +205,7 @@ def test_the_model_trainer_multi_worker_mirrored_example(image_2_21, sdk3_path, 
     shutil.copy(os.path.join(PROJECT_ROOT, "tests", "scripts", "aws_style", "mnist_keras3.py"), source / "train.py")
     arrays = write_mnist_arrays(tmp_path / "mnist")["data"]
     shutil.copytree(arrays, bucket / "mnist", dirs_exist_ok=True)  # s3://bucket/mnist/
-    code = block("docs/sagemaker.md", MODEL_TRAINER + ", SourceCode\n\n")
+    code = block("docs/your-script.md", MODEL_TRAINER + ", SourceCode\n\n")
     result, log, _ = run_model_trainer_example(sdk3_path, tmp_path, bucket, code, IMAGE_2_21,
                                                TWO_HOST_TIMEOUT_SEC)
     every_host_succeeded(result, log)

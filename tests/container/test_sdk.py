@@ -80,7 +80,7 @@ def script(distribution):
 
 
 # MPI (2 x 2 ranks through the SageMaker training toolkit's MPI runner and sshd in every
-# container): docs/sagemaker.md's hooks example (test_doc_examples.py::test_the_hooks_example).
+# container): docs/your-model.md's hooks example (test_doc_examples.py::test_the_hooks_example).
 @pytest.mark.cores(2)  # hosts training together in containers run alone: beside another job, a worker lost its peers once
 @pytest.mark.parametrize("distribution, mode", [
     ({"parameter_server": {"enabled": True}}, "parameter_server"),

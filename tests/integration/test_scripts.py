@@ -270,10 +270,10 @@ def test_the_kit_gives_each_rank_its_own_pipe_channel(aws_split, tmp_path):
 @pytest.mark.line("2.14", "2.21")
 @pytest.mark.cores(1)
 def test_the_documented_kit_script(aws_split, tmp_path):
-    """docs/sagemaker.md's trainer.kit script, as written, as a job's entry point in Pipe mode."""
+    """docs/your-script.md's trainer.kit script, as written, as a job's entry point in Pipe mode."""
     import re as regex
 
-    page = open(os.path.join(PROJECT_ROOT, "docs", "sagemaker.md")).read()
+    page = open(os.path.join(PROJECT_ROOT, "docs", "your-script.md")).read()
     code = next(block for block in regex.findall(r"```python\n(.*?)```", page, regex.S) if block.startswith("# train.py"))
     source = tmp_path / "src"
     source.mkdir()

@@ -52,14 +52,24 @@ def test_the_readme_is_a_front_door():
     assert os.path.exists(ROOT / "docs" / "hyperparameters.md")
 
 
+# The README's Documentation: guides in a newcomer's order, then reference, then measurements.
+DOCUMENTATION = {
+    "Guides:": ["first-job.md", "your-model.md", "your-script.md", "distribution.md", "image.md"],
+    "Reference:": ["hyperparameters.md", "faults.md", "security.md", "glossary.md", "pitfalls.md", "development.md"],
+    "Measurements:": ["performance.md", "modes-measured.md"],
+}
+
+
 def test_the_readme_leads_to_every_page_as_a_guide_reference_or_measurement():
     readme = (ROOT / "README.md").read_text()
     listed = readme[readme.index("## Documentation"):]
-    groups = {name: listed[listed.index(name):] for name in ("Guides:", "Reference:", "Measurements:")}
+    starts = [listed.index(group) for group in DOCUMENTATION] + [len(listed)]
+    for (group, pages), start, end in zip(DOCUMENTATION.items(), starts, starts[1:]):
+        linked = re.findall(r"\(docs/([\w.-]+\.md)\)", listed[start:end])
+        assert list(dict.fromkeys(linked)) == pages, f"README's {group} lists {linked}, not {pages}"
     pages = {path.name for path in (ROOT / "docs").glob("*.md")}
-    linked = {page for page in pages if f"(docs/{page})" in listed}
-    assert linked == pages, f"pages the README's Documentation does not list: {sorted(pages - linked)}"
-    assert all(groups.values())
+    grouped = {page for group in DOCUMENTATION.values() for page in group}
+    assert grouped == pages, f"pages in no group of the README's Documentation: {sorted(pages - grouped)}"
 
 
 def test_the_documented_ports_are_the_ports_the_code_opens():

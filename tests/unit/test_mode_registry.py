@@ -88,3 +88,10 @@ def test_planning_loads_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=os.path.dirname(__file__))
     assert result.stdout.strip() == "False"
+
+
+def test_every_launch_kind_a_mode_can_declare_has_a_launcher():
+    from trainer.launch.host import LAUNCHERS
+    from trainer.plan.types import LaunchKind
+
+    assert set(LAUNCHERS) == set(LaunchKind)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from trainer.errors import JobError
 
 HOOKS, SCRIPT = "hooks", "script"
-# The hooks and their parameters (trainer.models.hooks, docs/sagemaker.md).
+# The hooks and their parameters (trainer.models.hooks, docs/your-model.md).
 HOOK_SIGNATURES = {"model_fn": ("hyperparameters",), "parse_fn": ("serialized", "hyperparameters"),
                    "optimizer_fn": ("hyperparameters",)}
 HOOK_NAMES = tuple(HOOK_SIGNATURES)

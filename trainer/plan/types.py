@@ -108,7 +108,13 @@ SCRIPT_RANK_COMMAND = ("python", "-m", "trainer.script.process")
 
 
 class LaunchKind(str, enum.Enum):
-    """How a host starts its processes; trainer.launch.host has one launcher per kind."""
+    """How a host starts its processes; trainer.launch.host has one launcher per kind.
+
+    A closed set on purpose: a mode declares its kind in the plan (`Mode.launch`), which is
+    data a host prints, tests and hands on, and the launchers, higher in the house than the
+    modes, map each kind to its mechanics; a mode naming its launcher function would import
+    upwards. A new kind is a line here and a launcher there (docs/development.md, "Adding a
+    mode")."""
 
     IN_PROCESS = "in_process"  # `train` itself is the training process
     MPIRUN = "mpirun"  # one host: mpirun starts the ranks

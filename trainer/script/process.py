@@ -9,7 +9,7 @@ and under MPI the script run as `python -m mpi4py` runs it (an uncaught exceptio
 rank aborts them all instead of hanging them; trainer.script.mpi_rank, which also says when
 a rank's script ended by itself).
 
-Added here (documented in docs/sagemaker.md, "Your own training script"):
+Added here (documented in docs/your-script.md):
     OMP_NUM_THREADS, KMP_*, TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS
         the CPU settings for this process's share of the host
     TRAINER_RANK, TRAINER_LOCAL_RANK, TRAINER_WORLD_SIZE, TRAINER_PROCESSES_PER_HOST
