@@ -73,6 +73,11 @@ def test_the_readme_leads_to_every_page_as_a_guide_reference_or_measurement():
     assert grouped == pages, f"pages in no group of the README's Documentation: {sorted(pages - grouped)}"
 
 
+def test_the_several_hosts_guide_stays_a_guide():
+    """Its measurements live on docs/modes-measured.md and its mechanics on docs/how-modes-run.md."""
+    assert len((ROOT / "docs" / "distribution.md").read_bytes()) <= 15_000, "move the detail to a reference page"
+
+
 def test_the_documented_ports_are_the_ports_the_code_opens():
     """docs/security.md names every port a job listens on (the code's constants), and no other."""
     from trainer.launch.ssh_trust import SSH_PORT
