@@ -45,6 +45,13 @@ def test_links_lead_somewhere():
     assert not broken, broken
 
 
+def test_every_page_the_code_and_tests_name_exists():
+    sources = [*(ROOT / "trainer").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), ROOT / "build.sh"]
+    missing = {f"{path.relative_to(ROOT)}: {page}" for path in sources
+               for page in re.findall(r"\bdocs/[\w-]+\.md\b", path.read_text()) if not (ROOT / page).exists()}
+    assert not missing, sorted(missing)
+
+
 def test_the_readme_is_a_front_door():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) < 10_000, "the README grows: move the detail into docs/"
