@@ -1,7 +1,7 @@
 """The image driven by the SageMaker Python SDK's current major version, 3.x (`ModelTrainer`;
 no framework estimators), in local-container mode as users run it: the built-in model with
 `training_image` and hyperparameters alone (algorithm mode), and a user's script through
-`SourceCode(command="train")`, which hands it to the image's `train` (docs/your-model.md).
+`SourceCode(command="train")`, which hands it to the image's `train` (docs/your-script.md).
 SDK 3.x's local mode names SageMaker's network interface, ethwe, in containers whose only
 interface is eth0: MPI across hosts runs over eth0 (trainer.contract.network)."""
 import os
