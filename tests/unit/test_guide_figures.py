@@ -22,7 +22,7 @@ FIGURE = re.compile(r"\b\d[\d,]*(?:\.\d+)?(?:\s?(?:s|ms|KB|MB|GB|minutes?|hours?
 
 
 def default(name: str) -> float:
-    return next(spec.default for spec in hyperparameters.SPECS if spec.name == name)
+    return hyperparameters.SPEC_BY_NAME[name].default
 
 
 def seconds(value: float) -> str:
