@@ -62,16 +62,61 @@ def test_raw_criteo_to_tfrecord_and_libsvm():
 
     with tempfile.TemporaryDirectory() as out:
         result = convert.convert([source], os.path.join(out, "tf"), num_files=3, workers=2)
-        assert result["input_format"] == "criteo" and sum(result["records"]) == 200
-        assert result["feature_size"] == 117581
+        assert result["input_format"] == "csv" and sum(result["records"]) == 200
+        assert result["feature_size"] == 117581 and result["field_size"] == 39
         rows = read_tfrecords(result["files"], 39)
         assert len(rows) == 200 and sum(r[0] for r in rows) == 49  # click rate 0.245
-        assert all(r[1][:13] == list(range(1, 14)) for r in rows)
-        assert all(14 <= i < 117581 for r in rows for i in r[1][13:])
+        assert all(r[1][:13] == list(range(13)) for r in rows)
+        assert all(13 <= i < 117581 for r in rows for i in r[1][13:])
         text = convert.convert([source], os.path.join(out, "svm"), output_format="libsvm", num_files=1)
         with open(text["files"][0]) as f:
             lines = f.readlines()
         assert [records.parse_libsvm_line(l, 39, 117581)[1] for l in lines] == [r[1] for r in rows]
+
+
+@pytest.mark.parametrize("data_format", ["csv", "tsv", "tsv.gz", "parquet"])
+def test_a_table_converts_to_the_features_training_makes_of_it(tmp_path, data_format):
+    """The converted records are the rows as training parses them (the same graph): a model
+    trained on either is trained on the same examples."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from trainer.contract.job import Channel
+    from trainer.data.pipeline import EpochInput, InputSpec
+
+    table = pcsv.read_csv(shared_file(CRITEO_SAMPLE))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    path = folder / f"day_0.{data_format}"
+    if data_format == "parquet":
+        pq.write_table(table, path, row_group_size=64)  # four row groups
+    else:
+        options = pcsv.WriteOptions(include_header=False, delimiter="\t" if "tsv" in data_format else ",",
+                                    quoting_style="none")
+        pcsv.write_csv(table, tmp_path / "plain", options)
+        data = (tmp_path / "plain").read_bytes()
+        path.write_bytes(__import__("gzip").compress(data) if data_format.endswith(".gz") else data)
+    result = convert.convert([str(path)], str(tmp_path / "out"), num_files=3, workers=2, feature_size=5000)
+    assert sum(result["records"]) == 200
+    converted = sorted(read_tfrecords(result["files"], 39))
+    spec = InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", str(folder))], None)
+    parsed = []
+    for features, labels in EpochInput(spec, spec.parser(39, 5000), 64).dataset(0):
+        parsed += list(zip(labels.numpy()[:, 0].tolist(), features["ids"].numpy().tolist(),
+                           features["values"].numpy().tolist()))
+    parsed = sorted(parsed)
+    assert [(label, ids) for label, ids, _ in converted] == [(label, ids) for label, ids, _ in parsed]
+    np.testing.assert_allclose([v for *_, v in converted], [v for *_, v in parsed], rtol=1e-6)
+
+
+def test_a_bad_row_of_a_table_is_named_by_file_and_line(tmp_path):
+    path = tmp_path / "a.csv"
+    rows = ["1,2,x,y", "0,,x,"] * 10
+    rows[12] = "1,two,x,y"
+    path.write_text("\n".join(rows) + "\n")
+    spec = convert.ColumnSpec((0,), (1,), (2, 3))
+    with pytest.raises(JobError, match=rf"file {path} line 13: Field 1 in record 0 is not a valid float: two"):
+        convert.convert([str(path)], str(tmp_path / "out"), column_spec=spec, num_files=2, workers=1)
 
 
 def test_bad_line_names_file_and_line(tmp_path):
@@ -91,12 +136,12 @@ def test_a_gzip_compressed_table_converts_as_its_plain_text_does(tmp_path):
     import shutil
 
     source = shared_file(CRITEO_SAMPLE)
-    compressed = tmp_path / "day_0.tsv.gz"
+    compressed = tmp_path / "day_0.csv.gz"
     with open(source, "rb") as plain, gzip.open(compressed, "wb") as packed:
         shutil.copyfileobj(plain, packed)
     from_plain = convert.convert([source], str(tmp_path / "plain"), num_files=2, workers=2)
     from_gzip = convert.convert([str(compressed)], str(tmp_path / "gz"), num_files=2, workers=2)
-    assert from_gzip["input_format"] == "criteo" and sum(from_gzip["records"]) == 200
+    assert from_gzip["input_format"] == "csv" and sum(from_gzip["records"]) == 200
     assert read_tfrecords(from_gzip["files"], 39) == read_tfrecords(from_plain["files"], 39)
     assert sorted(os.listdir(tmp_path / "gz")) == ["part-00000.tfrecord", "part-00001.tfrecord"]  # no temporary left
 

@@ -61,7 +61,7 @@ def test_parses_by_declared_type(raw, key, expected):
     ({"deep_layers": ""}, "hyperparameter 'deep_layers': expected a non-empty comma-separated list"),
     ({"dropout": "1.5"}, "hyperparameter 'dropout': '1.5' is out of range; accepted: a comma-separated list of numbers in [0, 0.99]"),
     ({"optimizer": "rmsprop"}, "hyperparameter 'optimizer': 'rmsprop' is not accepted; accepted: one of adam, adagrad, ftrl, sgd, momentum"),
-    ({"data_format": "csv"}, "accepted: one of tfrecord, libsvm (or auto)"),
+    ({"data_format": "xml"}, "accepted: one of tfrecord, libsvm, csv, tsv, parquet (or auto)"),
     ({"deep_layers": "64,32", "dropout": "0.1,0.2,0.3"}, "hyperparameter 'dropout': 3 values for 2 deep_layers"),
     ({"deep_layers": '{"a": 1}'}, "hyperparameter 'deep_layers'"),
     ({"train_channel": ["a"]}, "hyperparameter 'train_channel': expected a string"),

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.contract.job import Channel
-from trainer.data.pipeline import EpochInput, InputSpec, records, resolve_format, should_cache
+from trainer.data.pipeline import EpochInput, InputSpec, records, should_cache
 from trainer.data import records as layout
 from trainer.errors import JobError
 
@@ -22,41 +22,6 @@ def make_files(folder, count, per_file):
                 writer.write(layout.encode_example(serial % 2, [serial, 1], [1.0, 0.5]))
                 serial += 1
     return serial
-
-
-@pytest.mark.parametrize("requested, files, content_type, expected", [
-    ("libsvm", ["a.tfrecord"], "", "libsvm"),
-    (None, ["a.tfrecord", "b"], "", "tfrecord"),
-    (None, ["a.libsvm"], "", "libsvm"),
-    (None, ["day_0.txt", "day_1.txt"], "", "libsvm"),
-    (None, [], "text/libsvm", "libsvm"),
-    (None, [], "application/x-tfrecord", "tfrecord"),
-    (None, [], "", "tfrecord"),
-    (None, ["part-0000", "part-0001"], "text/libsvm", "libsvm"),  # S3 object names without suffix
-    (None, ["a.txt"], "application/x-tfrecord", "tfrecord"),
-    ("libsvm", ["a.csv"], "", "libsvm"),  # said to be libsvm text: read as such
-    (None, ["a.tsv.gz"], "text/libsvm", "libsvm"),
-])
-def test_format_resolution(requested, files, content_type, expected):
-    assert resolve_format(requested, channel("/x", content_type=content_type), files) == expected
-
-
-def test_mixed_formats_are_an_error():
-    with pytest.raises(JobError, match="mixes TFRecord and libsvm"):
-        resolve_format(None, channel("/x"), ["a.tfrecord", "b.libsvm"])
-
-
-@pytest.mark.parametrize("files, content_type, what", [
-    (["train.csv"], "", "train.csv is"),
-    (["day_0.tsv.gz", "day_1.tsv.gz"], "", "day_0.tsv.gz is"),
-    (["a.libsvm", "b.CSV"], "", "b.CSV is"),
-    ([], "text/csv", "its ContentType text/csv names"),  # Pipe mode: no file names, the channel's ContentType
-])
-def test_tables_are_refused_with_the_formats_read_and_how_to_convert(files, content_type, what):
-    with pytest.raises(JobError, match=rf"channel 'training': {what} a CSV or TSV table, which the built-in model "
-                                       r"does not read: it reads TFRecord .* or libsvm text .*trainer convert \S+ "
-                                       r"--output data/ .*set data_format=libsvm"):
-        resolve_format(None, channel("/x", content_type=content_type), files)
 
 
 def test_empty_or_missing_channel_folder(tmp_path):

@@ -30,19 +30,6 @@ def test_libsvm_line_errors(line, message):
     assert message in str(error.value)
 
 
-def test_criteo_row_maps_onto_39_fields():
-    row = "1\t5\t\t-3\t" + "\t".join(["0"] * 10) + "\t" + "\t".join(["abc"] * 25 + [""])
-    label, ids, values = records.parse_criteo_line(row, hash_buckets=1000)
-    assert label == 1.0 and len(ids) == len(values) == 39
-    assert ids[:13] == list(range(1, 14))
-    assert values[0] == pytest.approx(5 / 20) and values[1] == 0.0 and values[2] == 0.0
-    assert all(14 <= i < 1014 for i in ids[13:]) and values[13:] == [1.0] * 26
-    assert ids[13] != ids[14]  # the same token in two columns gets two ids
-    assert records.parse_criteo_line("label,I1,I2", 1000) is None  # header
-    with pytest.raises(ValueError, match="expected 40 columns"):
-        records.parse_criteo_line("1,2,3", 1000)
-
-
 def test_direct_encoding_matches_tensorflow():
     ids, values = [0, 1, 127, 128, 2**40, 117580], [0.0, 1.5, -2.25, 1e-7, 3.0, 1.0]
     ours = records.encode_example(1.0, ids, values)

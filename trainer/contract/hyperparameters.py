@@ -190,8 +190,8 @@ CONTAINER_ONLY = frozenset({
 
 SPECS: tuple[Spec, ...] = (
     # DeepFM (names as in the DeepFM distributed-training sample, so its users can switch)
-    Spec("field_size", "int", 39, "Fields per example (length of `ids` and `values`).",
-         group="model", minimum=1),
+    Spec("field_size", "int", 39, "Fields per example (length of `ids` and `values`); CSV, TSV and Parquet: "
+         "the numeric and categorical columns, counted (leave it unset).", group="model", minimum=1),
     Spec("feature_size", "int", 117581, "Number of distinct feature ids (rows of the embedding table).",
          group="model", minimum=1),
     Spec("embedding_size", "int", 8, "Embedding width of each feature (FM factor size).",
@@ -240,10 +240,23 @@ SPECS: tuple[Spec, ...] = (
          "SageMaker's us-east-1 On-Demand training price of the instance type (built-in table).",
          minimum=0.0, allow_auto=True),
     # Input
-    Spec("data_format", "str", None, "Record format of the channels; auto: from file names "
-         "(.libsvm/.svm/.txt are libsvm; .csv/.tsv tables are refused, with how to convert them) or the "
-         "channel's ContentType, else tfrecord.",
-         group="input", choices=("tfrecord", "libsvm"), allow_auto=True),
+    Spec("data_format", "str", None, "Record format of the channels; auto: the channel's ContentType (text/csv, "
+         "text/tab-separated-values, application/x-parquet, text/libsvm, application/x-tfrecord), else the files' "
+         "suffixes (.csv, .tsv, .parquet, .libsvm, .tfrecord; .gz too), else their content (Parquet's magic, "
+         "TFRecord's framing, a text line's shape); Pipe mode without either: tfrecord.",
+         group="input", choices=("tfrecord", "libsvm", "csv", "tsv", "parquet"), allow_auto=True),
+    Spec("label_column", "str", None, "CSV, TSV and Parquet: the label's column, by name (a header or a schema) "
+         "or 0-based position; auto: label where the files name their columns Criteo's way, else column 0.",
+         group="input", allow_auto=True),
+    Spec("numeric_columns", "str", None, "CSV, TSV and Parquet: the numeric columns, each a field of its own "
+         "(names or 0-based positions, comma-separated; I1..I13 and 1..13 are ranges; none); auto: I1..I13 where "
+         "the files name them, else columns 1..13.", group="input", allow_auto=True),
+    Spec("categorical_columns", "str", None, "CSV, TSV and Parquet: the categorical columns, each hashed into "
+         "ids of its own in the graph (as numeric_columns); auto: C1..C26 where the files name them, else "
+         "columns 14..39.", group="input", allow_auto=True),
+    Spec("numeric_transform", "str", "log1p", "CSV, TSV and Parquet: what a numeric column's value x becomes; "
+         "log1p: log(1 + max(x, 0)); none: x; a missing value is 0 either way.", group="input",
+         choices=("log1p", "none")),
     Spec("train_channel", "str", "training", "Name of the training channel (also accepted: train).",
          group="input"),
     Spec("eval_channel", "str", None, "Name of the evaluation channel; auto: the first of "
@@ -251,9 +264,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("cache_input", "str", "auto", "Cache the parsed input in memory after the first epoch; "
          "auto: in File mode when the channel is under 1/4 of RAM.",
          group="input", choices=("auto", "true", "false")),
-    Spec("skip_bad_records", "bool", False, "Drop malformed libsvm lines and records with ids outside "
-         "[0, feature_size), count them in the log and metrics.json, and train on; false: the job fails "
-         "naming the file and line (built-in parser only).", group="input"),
+    Spec("skip_bad_records", "bool", False, "Drop malformed libsvm lines, CSV and TSV lines of another width "
+         "or with a label or numeric value that is not a number, Parquet rows without a label, and records with "
+         "ids outside [0, feature_size); count them in the log and metrics.json, and train on; false: the job "
+         "fails naming the file and line (built-in parser only).", group="input"),
     Spec("pipe_wait_sec", "float", 600.0, "How long to wait for a Pipe-mode FIFO to appear before "
          "the job fails.", group="input", minimum=1.0),
     Spec("pipe_reader", "str", "auto", "Reader of Pipe-mode FIFOs; auto: AWS's PipeModeDataset where "

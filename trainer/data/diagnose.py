@@ -7,9 +7,11 @@ record and say where it is.
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import re
 
+from trainer.data.formats import NAMES, is_number
 from trainer.data.pipeline import InputSpec
 from trainer.data.records import parse_libsvm_line
 from trainer.errors import JobError
@@ -21,16 +23,89 @@ _ID_OUT_OF_RANGE = re.compile(r"indices\[[^\]]*\] = (-?\d+) is not in \[0, (\d+)
 def job_error_inside(tf_error: Exception) -> JobError | None:
     """A JobError raised inside a tf.data generator reaches us wrapped in a TF error."""
     match = _JOB_ERROR_IN_TF.search(str(tf_error))
-    return JobError(match.group(1).strip()) if match else None
+    # An Assert's message comes in brackets, its quotes escaped: "[JobError: the channel\\'s ...]".
+    return JobError(match.group(1).strip().removesuffix("]").replace("\\'", "'")) if match else None
 
 
 def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobError | None:
-    """The first bad record of a File-mode channel, or None if every record is fine."""
+    """The first bad record of a File-mode channel, or None if every record is fine (a
+    Parquet reader names its own: trainer.data.parquet)."""
+    if spec.is_parquet:
+        return None
     for path in spec.files:
-        problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
-            path, field_size, feature_size, spec.compression_of(path))
+        if spec.columns is not None:
+            problem = _scan_table(path, spec, spec.compression_of(path))
+        else:
+            problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
+                path, field_size, feature_size, spec.compression_of(path))
         if problem:
             return JobError(f"channel '{spec.name}': {problem}")
+    return None
+
+
+def _scan_table(path: str, spec: InputSpec, compression: str = "") -> str | None:
+    """The first row of a CSV or TSV file that the mapping cannot read: another width, a
+    label or a numeric value that is not a number, a header unlike the first file's."""
+    mapping = spec.columns
+    numeric = {c.position: c.name for c in mapping.numeric}
+    names = {c.position: c.name for c in mapping.features}
+    names[mapping.label.position] = mapping.label.name
+    opener = gzip.open if compression == "GZIP" else open
+    what = NAMES[spec.data_format]
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as f:
+        header = None
+        for number, fields in enumerate(csv.reader(f, delimiter=spec.delimiter), start=1):
+            if not fields or not "".join(fields).strip():
+                continue
+            label = fields[mapping.label.position].strip() if mapping.label.position < len(fields) else ""
+            if number == 1 and (spec.header if spec.header is not None else not is_number(label)):
+                header = fields
+                line = spec.delimiter.join(fields)
+                if spec.header_line and fields != next(csv.reader([spec.header_line], delimiter=spec.delimiter)):
+                    return (f"file {path} line 1: its header ({line[:200]}) is not the channel's first file's "
+                            f"({spec.header_line[:200]}), by which its columns were found")
+                continue
+            if fields == header:
+                continue
+            if len(fields) != mapping.width:
+                return (f"file {path} line {number}: {len(fields)} columns, where the {what} rows have "
+                        f"{mapping.width} ({_first_names(mapping)})")
+            if not label:
+                return f"file {path} line {number}: no label (column {mapping.label.name} is empty)"
+            if not is_number(label):
+                return f"file {path} line {number}: label {label!r} (column {mapping.label.name}) is not a number"
+            for position, name in numeric.items():
+                value = fields[position].strip()
+                if value and not is_number(value):
+                    return f"file {path} line {number}: column {name} value {value!r} is not a number"
+    return None
+
+
+def _first_names(mapping) -> str:
+    names = [mapping.label.name] + [c.name for c in mapping.features]
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+
+
+_TABLE_ERRORS = (
+    (re.compile(r"Expect (\d+) fields but have (\d+) in record"),
+     lambda m, names: f"a row has {m[2]} columns where {m[1]} are expected"),
+    (re.compile(r"Field (\d+) in record \d+ is not a valid float: ?(.*)"),
+     lambda m, names: f"column {names.get(int(m[1]), m[1])} value {m[2].strip()!r} is not a number"),
+    (re.compile(r"Field (\d+) is required but missing in record"),
+     lambda m, names: f"a row has no label (column {names.get(int(m[1]), m[1])} is empty)"),
+)
+
+
+def _table_error(tf_error: Exception, spec: InputSpec) -> JobError | None:
+    """A CSV or TSV decoding error in words, naming the channel and the column (Pipe mode: no
+    file to scan afterwards for the line)."""
+    names = {c.position: c.name for c in spec.columns.features}
+    names[spec.columns.label.position] = spec.columns.label.name
+    for pattern, say in _TABLE_ERRORS:
+        match = pattern.search(str(tf_error))
+        if match:
+            where = f"channel '{spec.name}' ({spec.channels[0].input_mode} mode, {NAMES[spec.data_format]})"
+            return JobError(f"{where}: {say(match, names)} (set skip_bad_records=true to skip such rows)")
     return None
 
 
@@ -103,6 +178,11 @@ def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, featur
     for spec in specs:
         if not spec.is_pipe:
             found = find_bad_record(spec, field_size, feature_size)
+            if found:
+                return found
+    for spec in specs:
+        if spec.columns is not None and not spec.is_parquet:
+            found = _table_error(tf_error, spec)
             if found:
                 return found
     match = _ID_OUT_OF_RANGE.search(str(tf_error))

@@ -63,7 +63,7 @@ def open_fifo(path: str, wait_sec: float):
         raise
 
 
-def _open_stream(path: str, wait_sec: float | None, recordio: bool = False, separator: bytes = b""):
+def open_stream(path: str, wait_sec: float | None, recordio: bool = False, separator: bytes = b""):
     """A FIFO (waited for, when `wait_sec` is given) or a plain file, read unbuffered;
     `recordio`: the payloads of its RecordIO records, each followed by `separator`."""
     stream = open(path, "rb", buffering=0) if wait_sec is None else open_fifo(path, wait_sec)
@@ -176,7 +176,7 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
     offset = 0
     record_index = 0
     chunk = []
-    with _open_stream(path, wait_sec, recordio) as stream:
+    with open_stream(path, wait_sec, recordio) as stream:
         eof = False
         while not eof or offset < len(buffer):
             if len(buffer) - offset < 12 and not eof:
@@ -232,7 +232,7 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
     """Yield lists of non-empty text lines from a stream (`recordio`: from the payloads of a
     stream of RecordIO records, each ending its last line)."""
     chunk = []
-    with _open_stream(path, wait_sec, recordio, separator=b"\n") as raw, io.BufferedReader(raw, READ_SIZE) as stream:
+    with open_stream(path, wait_sec, recordio, separator=b"\n") as raw, io.BufferedReader(raw, READ_SIZE) as stream:
         for line in stream:
             line = line.strip()
             if line:
@@ -247,7 +247,7 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
 def recordio_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec: float | None = None):
     """Yield lists of the payloads of a stream of RecordIO records, each payload one record."""
     chunk = []
-    with _open_stream(path, wait_sec, recordio=True) as records:
+    with open_stream(path, wait_sec, recordio=True) as records:
         while (record := records.next_record()) is not None:
             chunk.append(record)
             if len(chunk) >= records_per_chunk:

@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 
 from trainer.contract.job import Channel
-from trainer.data import ps_worker_input
+from trainer.data import formats, parquet, ps_worker_input
+from trainer.data.columns import ColumnMapping, ColumnSpec, nominal, resolve_columns
 from trainer.data.fifo import fifo_blocks, wait_for_fifo
-from trainer.data.records import FORMATS, TABLE_CONTENT_TYPES, format_of_path, is_gzip_path, is_table_path
 from trainer.errors import JobError
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 CACHE_RAM_FRACTION = 0.25
 MAX_PARALLEL_FILE_READS = 8
 READ_BLOCK_RECORDS = 128
+# Bytes of parsed input (ids, values, label) a byte of each format becomes, about (the cache's
+# estimate: the built-in model's rows, a Criteo-like log); a gzip-compressed file several more.
+PARSED_BYTES_PER_BYTE = {"tfrecord": 1.2, "libsvm": 1.5, "csv": 3.0, "tsv": 3.0, "parquet": 6.0}
+GZIP_EXPANSION = 4.0
 
 
 def list_data_files(path: str) -> list[str]:
@@ -50,30 +54,32 @@ def channel_files(channel: Channel) -> list[str]:
     return files
 
 
-def resolve_format(requested: str | None, channel: Channel, files: list[str]) -> str:
-    """tfrecord or libsvm: the hyperparameter, else the channel's ContentType if it names
-    one, else the files' suffixes, else tfrecord. CSV and TSV files are tables, not libsvm,
-    unless the hyperparameter or the ContentType says libsvm."""
-    if requested:
-        return requested
-    content_type = channel.content_type.lower()
-    for data_format in FORMATS:
-        if data_format in content_type:
-            return data_format
-    tables = [f for f in files if is_table_path(f)]
-    if tables or content_type.startswith(TABLE_CONTENT_TYPES):
-        what = f"{tables[0]} is" if tables else f"its ContentType {channel.content_type} names"
-        name = os.path.basename(tables[0]) if tables else "day_0.csv"
-        raise JobError(f"channel '{channel.name}': {what} a CSV or TSV table, which the built-in model does "
-                       "not read: it reads TFRecord (tf.train.Example with ids, values and label) or libsvm text "
-                       "(label id:value ..., one pair per field). Raw Criteo columns (label, I1..I13, C1..C26) "
-                       f"convert with: trainer convert {name} --output data/ (docs/development.md, Data); "
-                       "a file that is libsvm text inside: set data_format=libsvm")
-    formats = {format_of_path(f) for f in files}
-    if len(formats) > 1:
-        raise JobError(f"channel '{channel.name}': mixes TFRecord and libsvm files; "
-                       "keep one format per channel or set data_format")
-    return formats.pop() if formats else "tfrecord"
+def columns_of(resolved: formats.Resolved, channel: Channel, files: list[str],
+               spec: ColumnSpec) -> tuple[ColumnMapping | None, str]:
+    """A raw channel's column mapping (trainer.data.columns) and the header line every one of
+    its files must have ("" where it is not read by name): from its first file's header or
+    schema; in Pipe mode, where nothing can be read before the stream, from the spec alone
+    (a Parquet object's columns are then found in each object's own schema)."""
+    data_format = resolved.data_format
+    if data_format not in formats.COLUMN_FORMATS:
+        return None, ""
+    if not files:
+        if data_format == "parquet":
+            return nominal(spec), ""
+        return resolve_columns(spec, None, None, f"channel '{channel.name}' (Pipe mode: a header cannot be read before the "
+                                         "stream arrives)"), ""
+    first = files[0]
+    if data_format == "parquet":
+        names = parquet.schema_names(first)
+        return resolve_columns(spec, names, len(names), f"channel '{channel.name}': file {first}"), ""
+    label_at = spec.label[0] if spec.label and isinstance(spec.label[0], int) else 0
+    header = formats.table_header(first, data_format, resolved.content_type.header, label_at)
+    if header.width == 1:
+        raise JobError(f"channel '{channel.name}': file {first} read as {resolved.name} ({resolved.why}) has one "
+                       f"column: is it {'TSV' if data_format == 'csv' else 'CSV'}? Set the channel's ContentType or "
+                       "data_format, or name it by its format")
+    mapping = resolve_columns(spec, header.names, header.width, f"channel '{channel.name}': file {first}")
+    return mapping, header.line if mapping.by_name else ""
 
 
 @dataclass(frozen=True)
@@ -93,24 +99,41 @@ class InputSpec:
     # here (recursively) when this host has the channels; else (they were sent to the data
     # group only) the data hosts list the folders' top-level files themselves.
     on_data_hosts: bool = False
+    format_why: str = ""  # how the format was found (the log's, and errors')
+    # CSV, TSV and Parquet: the columns as the hyperparameters give them, and as placed on the
+    # channel's first file (trainer.data.columns); a table's header, when read by name.
+    column_spec: ColumnSpec | None = None
+    columns: ColumnMapping | None = None
+    header: bool | None = None  # the ContentType's header=present|absent; None: look
+    header_line: str = ""
+    skip_bad_records: bool = False  # Parquet: rows with a missing label or a bad number marked, not fatal
 
     @staticmethod
     def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0),
-                     on_data_hosts: bool = False) -> "InputSpec":
+                     on_data_hosts: bool = False, column_spec: ColumnSpec | None = None,
+                     skip_bad_records: bool = False) -> "InputSpec":
         channels = tuple(channels)
+        column_spec = column_spec or ColumnSpec()
         if len({c.input_mode for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} mix input modes; use one")
-        files, formats = [], set()
+        files, found = [], {}
         for channel in channels:
             here = not channel.is_pipe and (not on_data_hosts or os.path.isdir(channel.path))
             channel_files_ = channel_files(channel) if here else []
             files += channel_files_
-            formats.add(resolve_format(requested_format, channel, channel_files_))
-        if len(formats) > 1:
-            raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats")
+            resolved = formats.resolve_format(requested_format, channel, channel_files_)
+            found.setdefault(resolved.data_format, (channel, resolved, channel_files_))
+        if len(found) > 1:
+            raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats: "
+                           + ", ".join(f"'{c.name}' {r.name} ({r.why})" for c, r, _ in found.values()))
         if len({c.is_gzip for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
-        return InputSpec(channels, formats.pop(), tuple(files), *shard, on_data_hosts=on_data_hosts)
+        (channel, resolved, first_files), = found.values()
+        mapping, header_line = columns_of(resolved, channel, first_files, column_spec)
+        return InputSpec(channels, resolved.data_format, tuple(files), *shard, on_data_hosts=on_data_hosts,
+                         format_why=resolved.why, column_spec=column_spec if mapping else None, columns=mapping,
+                         header=resolved.content_type.header, header_line=header_line,
+                         skip_bad_records=skip_bad_records)
 
     @property
     def name(self) -> str:
@@ -125,13 +148,58 @@ class InputSpec:
         """Its channels' CompressionType is Gzip (File mode)."""
         return any(c.is_gzip for c in self.channels)
 
+    @property
+    def is_parquet(self) -> bool:
+        return self.data_format == "parquet"
+
+    @property
+    def delimiter(self) -> str:
+        """A table's delimiter (a Parquet row as one line, in the exported model's `csv` signature: a comma)."""
+        return formats.DELIMITERS.get(self.data_format, ",")
+
     def compression_of(self, path: str) -> str:
         """TensorFlow's compression_type for one of its files: GZIP by the channel's
         CompressionType or the file's .gz suffix, else none."""
-        return "GZIP" if self.is_gzip or is_gzip_path(path) else ""
+        return "GZIP" if self.is_gzip or formats.is_gzip_path(path) else ""
 
     def total_bytes(self) -> int:
         return sum(os.path.getsize(f) for f in self.files)
+
+    def parsed_bytes(self) -> float:
+        """About how many bytes its records take parsed (the cache's size)."""
+        factor = PARSED_BYTES_PER_BYTE[self.data_format]
+        return sum(os.path.getsize(f) * factor * (GZIP_EXPANSION if self.compression_of(f) else 1.0)
+                   for f in self.files)
+
+    def parser(self, field_size: int, feature_size: int, bad_records=None):
+        """The built-in parse of a window of this input's records: (features, label)."""
+        from trainer.data import raw_features, records
+
+        if self.is_parquet:
+            return raw_features.columns_parser(self.columns, feature_size, bad_records)
+        if self.columns is not None:
+            return raw_features.table_parser(self.columns, self.delimiter, feature_size, bad_records)
+        return records.batch_parser(self.data_format, field_size, bad_records)
+
+    def describe_columns(self, feature_size: int) -> str:
+        if self.columns is None:
+            return ""
+        pipe = " (Pipe mode: each object's own schema)" if self.is_parquet and self.is_pipe else ""
+        return f"columns{pipe}: {self.columns.summary(feature_size)}"
+
+
+def _parquet_blocks(spec: InputSpec, source, kind: str, shard_index, wait_sec: float | None = None):
+    """A Parquet file's or stream's Columns blocks, this process's share (sharded as read)."""
+    options = parquet.Options(wait_sec=wait_sec, recordio=spec.channels[0].is_recordio_wrapped,
+                              skip_bad=spec.skip_bad_records)
+    return parquet.blocks(source, kind, spec.shard_count, shard_index, spec.column_spec, options)
+
+
+def _table_without_headers(spec: InputSpec, blocks, where):
+    """A CSV or TSV stream's blocks of lines without its header lines."""
+    from trainer.data.raw_features import drop_headers
+
+    return drop_headers(blocks, spec.columns, spec.delimiter, spec.header, where, spec.header_line)
 
 
 def _file_blocks(spec: InputSpec):
@@ -142,14 +210,18 @@ def _file_blocks(spec: InputSpec):
     # compression_of, in the graph: a parameter-server worker lists its files there.
     # TensorFlow's readers take the compression as a tensor, so each file gets its own.
     channel_gzip = "GZIP" if spec.is_gzip else ""
+    shard_index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
 
     def read(path):
+        if spec.is_parquet:
+            return _parquet_blocks(spec, path, "file", shard_index)
         compression = tf.where(tf.strings.regex_full_match(path, r"(?i).*\.gz"), "GZIP", channel_gzip)
         if spec.data_format == "tfrecord":
             records_ = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
-        else:
-            lines = tf.data.TextLineDataset(path, compression_type=compression)
-            records_ = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+        else:  # empty lines dropped a block at a time: a filter's per-line call costs more than reading
+            lines = tf.data.TextLineDataset(path, compression_type=compression).batch(READ_BLOCK_RECORDS)
+            blocks = lines.map(lambda block: tf.boolean_mask(block, tf.strings.length(tf.strings.strip(block)) > 0))
+            return _table_without_headers(spec, blocks, path) if spec.columns is not None else blocks
         return records_.batch(READ_BLOCK_RECORDS)
 
     if spec.on_ps_worker or (spec.on_data_hosts and not spec.files):  # the folders' top-level files, sorted, where read
@@ -201,8 +273,13 @@ def _pipe_mode_dataset(channel: Channel, data_format: str):
 
 def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
     dataset = None
+    shard_index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
     for channel in spec.channels:
-        if spec.on_ps_worker:
+        if spec.is_parquet:
+            source, kind = ((f"{channel.name}:{pipe_epoch}", "channel") if spec.on_ps_worker
+                            else (channel.fifo_path(pipe_epoch), "stream"))
+            stream = _parquet_blocks(spec, source, kind, shard_index, pipe_wait_sec)
+        elif spec.on_ps_worker:
             stream = ps_worker_input.host_fifo_blocks(channel.name, pipe_epoch, spec.data_format)
         else:
             path = channel.fifo_path(pipe_epoch)
@@ -211,6 +288,8 @@ def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader:
                 stream = _pipe_mode_dataset(channel, spec.data_format).batch(READ_BLOCK_RECORDS)
             else:
                 stream = fifo_blocks(path, spec.data_format, pipe_wait_sec, recordio=channel.is_recordio_wrapped)
+        if spec.columns is not None and not spec.is_parquet:
+            stream = _table_without_headers(spec, stream, channel.fifo_path(pipe_epoch))
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 
@@ -229,13 +308,14 @@ def shard_blocks(blocks, shard_count: int, shard_index: int):
 
 
 def record_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
-    """The serialized records this process reads in one epoch (sharded), in blocks: a dataset
-    of 1-D string tensors of up to READ_BLOCK_RECORDS records each."""
+    """The records this process reads in one epoch (sharded), in blocks: a dataset of 1-D
+    string tensors of up to READ_BLOCK_RECORDS serialized records or lines each, or (Parquet)
+    of Columns blocks (trainer.data.raw_features), a chunk of rows each."""
     if spec.is_pipe:
         blocks = _pipe_blocks(spec, pipe_epoch, pipe_wait_sec, reader)
     else:
         blocks = _file_blocks(spec)
-    if spec.shard_count > 1:
+    if spec.shard_count > 1 and not spec.is_parquet:  # Parquet: sharded as it is read
         index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
         blocks = shard_blocks(blocks, spec.shard_count, index)
     return blocks
@@ -252,7 +332,7 @@ def should_cache(setting: str, spec: InputSpec, processes_per_host: int = 1) -> 
     if spec.is_pipe:
         return False
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return spec.total_bytes() / spec.shard_count * processes_per_host < CACHE_RAM_FRACTION * ram
+    return spec.parsed_bytes() / spec.shard_count * processes_per_host < CACHE_RAM_FRACTION * ram
 
 
 class EpochInput:

@@ -1,50 +1,20 @@
-"""The record layout of the DeepFM sample, and its text forms.
+"""The record layout of the DeepFM sample, and its text form.
 
 TFRecord: a tf.train.Example with `ids` int64[field_size], `values` float[field_size],
-`label` float[1]. libsvm: `label id:value id:value ...`, one pair per field. Raw Criteo:
-`label, I1..I13, C1..C26` (tab or comma separated) mapped onto the same 39 fields.
+`label` float[1]. libsvm: `label id:value id:value ...`, one pair per field. (Raw columns,
+CSV, TSV and Parquet, become the same layout in the graph: trainer.data.raw_features.)
 
 The Python parsers here (one line at a time) serve the converter and error diagnosis;
 training parses a whole batch at once in TensorFlow (`batch_parser`).
 """
 from __future__ import annotations
 
-import zlib
-
-FORMATS = ("tfrecord", "libsvm")
-LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt", ".csv", ".tsv")
-# Text tables (raw Criteo columns, a header line): `trainer convert` turns them into records.
-TABLE_SUFFIXES = (".csv", ".tsv")
-TABLE_CONTENT_TYPES = ("text/csv", "text/tab-separated-values")
-# ContentType values of a channel that name its format (anything containing "libsvm" does).
-LIBSVM_CONTENT_TYPE = "text/libsvm"
-TFRECORD_CONTENT_TYPE = "application/x-tfrecord"
-
-# Raw Criteo: 13 integer columns then 26 hashed categorical ones.
+# The DeepFM sample's Criteo layout: 13 continuous fields then 26 categorical ones.
 CRITEO_CONTINUOUS = 13
 CRITEO_CATEGORICAL = 26
 CRITEO_FIELDS = CRITEO_CONTINUOUS + CRITEO_CATEGORICAL
-# Clip points of the continuous columns (from the original DeepFM Criteo preprocessing):
-# values are clipped to [0, clip] and scaled to [0, 1].
-CRITEO_CLIPS = (20, 600, 100, 50, 64000, 500, 100, 50, 500, 10, 10, 10, 50)
 # Continuous field i has id i + 1; categorical ids start after them.
 CRITEO_FIRST_CATEGORICAL_ID = CRITEO_CONTINUOUS + 1
-
-
-GZIP_SUFFIX = ".gz"
-
-
-def format_of_path(path: str) -> str:
-    name = path.lower().removesuffix(GZIP_SUFFIX)  # train.libsvm.gz is libsvm
-    return "libsvm" if name.endswith(LIBSVM_SUFFIXES) else "tfrecord"
-
-
-def is_table_path(path: str) -> bool:
-    return path.lower().removesuffix(GZIP_SUFFIX).endswith(TABLE_SUFFIXES)
-
-
-def is_gzip_path(path: str) -> bool:
-    return path.lower().endswith(GZIP_SUFFIX)
 
 
 def _number(text: str, what: str) -> float:
@@ -78,37 +48,6 @@ def parse_libsvm_line(line: str, field_size: int, feature_size: int | None = Non
 def format_libsvm_line(label: float, ids, values) -> str:
     pairs = " ".join(f"{int(i)}:{float(v):.6g}" for i, v in zip(ids, values))
     return f"{float(label):g} {pairs}"
-
-
-def criteo_hash_id(field: int, token: str, hash_buckets: int) -> int:
-    """Stable id of a categorical value (a missing value gets its field's own id)."""
-    bucket = zlib.crc32(f"{field}:{token}".encode()) % hash_buckets
-    return CRITEO_FIRST_CATEGORICAL_ID + bucket
-
-
-def criteo_feature_size(hash_buckets: int) -> int:
-    return CRITEO_FIRST_CATEGORICAL_ID + hash_buckets
-
-
-def parse_criteo_line(line: str, hash_buckets: int):
-    """(label, ids, values) of one raw Criteo row, or None for a header row."""
-    separator = "\t" if "\t" in line else ","
-    columns = line.rstrip("\r\n").split(separator)
-    if columns[0].strip().lower() == "label":
-        return None
-    if len(columns) != 1 + CRITEO_FIELDS:
-        raise ValueError(f"expected {1 + CRITEO_FIELDS} columns (label, I1..I13, C1..C26), found {len(columns)}")
-    label = _number(columns[0], "label")
-    ids, values = [], []
-    for i in range(CRITEO_CONTINUOUS):
-        text = columns[1 + i].strip()
-        number = _number(text, f"column I{i + 1} value") if text else 0.0
-        ids.append(i + 1)
-        values.append(min(max(number, 0.0), CRITEO_CLIPS[i]) / CRITEO_CLIPS[i])
-    for j in range(CRITEO_CATEGORICAL):
-        ids.append(criteo_hash_id(j, columns[1 + CRITEO_CONTINUOUS + j].strip(), hash_buckets))
-        values.append(1.0)
-    return label, ids, values
 
 
 def _varint(value: int) -> bytes:
@@ -179,8 +118,10 @@ PAIR_PATTERN = r"[0-9]+:" + NUMBER_PATTERN
 class BadRecords:
     """skip_bad_records: which records of a parsed window to drop, and how many were.
 
-    A libsvm line is bad when it is not a label and field_size id:value pairs; any record
-    is bad when an id is outside [0, feature_size). `skipped` counts them as they are read
+    A libsvm line is bad when it is not a label and field_size id:value pairs; a CSV or TSV
+    line when it has another number of columns, or a label or a numeric column that is not a
+    number; a Parquet row when it has no label or a number that is not one; any record is bad
+    when an id is outside [0, feature_size). `skipped` counts them as they are read
     (a tf.Variable the input pipeline adds to; a cached window is counted once).
     """
 
@@ -199,6 +140,27 @@ class BadRecords:
         pairs_ok = tf.reduce_all(tf.ragged.map_flat_values(tf.strings.regex_full_match, tokens[:, 1:],
                                                            PAIR_PATTERN), axis=1)
         return self._keep(lines, label_ok & pairs_ok & tf.equal(tokens.row_lengths(), self.field_size + 1))
+
+    def well_formed_rows(self, lines, mapping, delimiter: str):
+        """CSV or TSV lines with the mapping's columns, a number for a label and a number or
+        nothing in each numeric column (fields split at every delimiter: a quoted delimiter
+        makes a line look bad)."""
+        import tensorflow as tf
+
+        fields = tf.strings.split(lines, delimiter)
+        ok = tf.equal(fields.row_lengths(), mapping.width)
+        fields = tf.strings.strip(fields.to_tensor(default_value="", shape=[None, mapping.width]))
+        ok &= tf.strings.regex_full_match(fields[:, mapping.label.position], NUMBER_PATTERN)
+        for column in mapping.numeric:
+            value = fields[:, column.position]
+            ok &= tf.equal(value, "") | tf.strings.regex_full_match(value, NUMBER_PATTERN)
+        return self._keep(lines, ok)
+
+    def labelled_rows(self, columns):
+        """Parquet rows the reader marked bad (no label, a number that is not one: a NaN label)."""
+        import tensorflow as tf
+
+        return self._keep(columns, tf.logical_not(tf.math.is_nan(columns["label"])))
 
     def ids_in_range(self, features, label):
         import tensorflow as tf

@@ -2,14 +2,14 @@
 
     trainer split val.tfrecords --counts 8000,2000 --outputs train.tfrecords,eval.tfrecords
 
-TFRecord records are copied byte for byte (framing and CRCs kept); libsvm by line.
+TFRecord records are copied byte for byte (framing and CRCs kept); text (libsvm, CSV, TSV) by line.
 """
 from __future__ import annotations
 
 import argparse
 import os
 
-from trainer.data.records import format_of_path
+from trainer.data.formats import format_of_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _records(path: str):
-    if format_of_path(path) == "libsvm":
+    if format_of_file(path)[0] != "tfrecord":  # text: a record a line
         with open(path, "rb") as f:
             yield from (line for line in f if line.strip())
         return

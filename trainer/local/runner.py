@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
 from trainer.data.fifo import recordio_record
 from trainer.data.pipeline import list_data_files
-from trainer.data.records import LIBSVM_CONTENT_TYPE, TFRECORD_CONTENT_TYPE, format_of_path, is_table_path
+from trainer.data import formats
+from trainer.errors import JobError
 from trainer.report import read_metrics
 
 DEFAULT_HOST = "algo-1"
@@ -49,8 +50,10 @@ def channel_setting(text: str) -> tuple[str, str, str]:
         raise argparse.ArgumentTypeError(f"expected NAME:KEY=VALUE, got {text!r}") from None
 
 
-# The settings of a channel that `--channel-config` may give (as SageMaker's TrainingInput does).
-CHANNEL_SETTINGS = {"CompressionType": ("None", "Gzip"), "RecordWrapperType": ("None", "RecordIO")}
+# The settings of a channel that `--channel-config` may give (as SageMaker's TrainingInput does):
+# their accepted values (none listed: any; ContentType is a free string, by default the
+# files' format: trainer.data.formats).
+CHANNEL_SETTINGS = {"CompressionType": ("None", "Gzip"), "RecordWrapperType": ("None", "RecordIO"), "ContentType": ()}
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +62,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a channel and a file or folder for it (repeatable; repeat a NAME to add paths)")
     parser.add_argument("--hp", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         help="a hyperparameter (repeatable)")
-    parser.add_argument("--input-mode", choices=("File", "Pipe"), default="File")
+    parser.add_argument("--input-mode", choices=("File", "FastFile", "Pipe"), default="File",
+                        help="FastFile: laid out as File, as SageMaker mounts the objects as files")
     parser.add_argument("--instance-type", default="local", help="e.g. ml.c5.2xlarge")
     parser.add_argument("--hosts", type=int, default=1,
                         help="hosts of the job (more than one: each in its own network namespace)")
@@ -134,9 +138,9 @@ class LocalJob:
         for name, key, value in args.channel_config:
             if name not in channels:
                 raise SystemExit(f"trainer: --channel-config {name}: not a --channel")
-            if key not in CHANNEL_SETTINGS or value not in CHANNEL_SETTINGS[key]:
+            if key not in CHANNEL_SETTINGS or (CHANNEL_SETTINGS[key] and value not in CHANNEL_SETTINGS[key]):
                 raise SystemExit(f"trainer: --channel-config {name}:{key}={value}: accepted: "
-                                 + "; ".join(f"{k}: {', '.join(v)}" for k, v in CHANNEL_SETTINGS.items()))
+                                 + "; ".join(f"{k}: {', '.join(v) or 'any'}" for k, v in CHANNEL_SETTINGS.items()))
         checkpoints = os.path.abspath(args.checkpoint_local_path) if args.checkpoint_local_path else None
         groups = tuple((name, count, instance_type or args.instance_type)
                        for name, count, instance_type in getattr(args, "groups", ()))
@@ -152,9 +156,9 @@ class LocalJob:
                         getattr(args, "network_interface_name", "eth0"))
 
     def settings(self, channel: str) -> dict[str, str]:
-        """The channel's CompressionType and RecordWrapperType."""
+        """The channel's CompressionType and RecordWrapperType, and its ContentType where given."""
         given = {key: value for name, key, value in self.channel_config if name == channel}
-        return {key: given.get(key, "None") for key in CHANNEL_SETTINGS}
+        return {key: given.get(key, "None") for key, accepted in CHANNEL_SETTINGS.items() if accepted or key in given}
 
     @property
     def host_names(self) -> list[str]:
@@ -224,7 +228,7 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
         write_json(os.path.join(config_dir, "checkpointconfig.json"), {"LocalPath": local_path})
     elif os.path.exists(os.path.join(config_dir, "checkpointconfig.json")):  # from an earlier layout
         os.remove(os.path.join(config_dir, "checkpointconfig.json"))
-    if input_mode == "File":
+    if input_mode != "Pipe":  # File, and FastFile (the objects mounted as files)
         for name in job.channels:
             channel_dir = os.path.join(data_dir, name)
             os.makedirs(channel_dir)
@@ -237,12 +241,16 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
 
 
 def content_type(paths: list[str]) -> str:
-    """The channel's ContentType, as a user would pass it to fit(), from its files' names."""
-    files = [f for path in paths for f in list_data_files(path)]
-    if any(is_table_path(f) for f in files):
-        return "text/csv"  # as fit(TrainingInput(..., content_type="text/csv")) would: train says what to do
-    return LIBSVM_CONTENT_TYPE if files and all(format_of_path(f) == "libsvm" for f in files) \
-        else TFRECORD_CONTENT_TYPE
+    """The channel's ContentType, as a user would pass it to fit(), from its files' names and
+    content (trainer.data.formats): what SageMaker's Pipe mode needs, since its FIFO has neither."""
+    found = set()
+    for path in paths:
+        for file in list_data_files(path):
+            try:
+                found.add(formats.format_of_file(file)[0])
+            except JobError:  # not a format: the job says so, naming the file
+                found.add(None)
+    return formats.CONTENT_TYPE_OF[found.pop()] if len(found) == 1 and None not in found else ""
 
 
 class PipeFeeder(threading.Thread):

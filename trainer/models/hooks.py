@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class Hooks:
     source: str  # "built-in DeepFM" or the module's name
     model_fn: Callable
-    parse_fn: Callable  # (data_format, hp) -> batch parser
+    parse_fn: Callable  # (InputSpec) -> window parser
     optimizer_fn: Callable
     custom_parse: bool
     bad_records: object = None  # trainer.data.records.BadRecords with skip_bad_records
@@ -73,7 +73,7 @@ def load_user_module(job) -> ModuleType | None:
 
 def load_hooks(job, learning_rate) -> Hooks:
     """The hooks in force; `learning_rate` is the plan's (a float, or a warm-up schedule)."""
-    from trainer.data.records import BadRecords, batch_parser
+    from trainer.data.records import BadRecords
     from trainer.models.deepfm import model_from_hyperparameters
     from trainer.models.optimizers import make_optimizer
 
@@ -92,10 +92,15 @@ def load_hooks(job, learning_rate) -> Hooks:
 
     bad_records = BadRecords(hp.field_size, hp.feature_size) if hp.skip_bad_records else None
 
-    def parse_fn(data_format: str):
+    def parse_fn(spec):
         if user.get("parse_fn"):
+            if spec.is_parquet:
+                raise JobError(f"channel '{spec.name}' is Parquet ({spec.format_why}): its rows reach the model as "
+                               f"columns, not as the serialized records parse_fn takes; drop parse_fn from "
+                               f"{module.__name__} (the container maps the columns: label_column, numeric_columns, "
+                               "categorical_columns), or give the channel TFRecord, libsvm or CSV files")
             return lambda serialized: user["parse_fn"](serialized, as_dict)
-        return batch_parser(data_format, hp.field_size, bad_records)
+        return spec.parser(hp.field_size, hp.feature_size, bad_records)
 
     def optimizer_fn():
         if user.get("optimizer_fn"):

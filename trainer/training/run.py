@@ -20,7 +20,7 @@ from trainer.report import write_metrics
 from trainer.training import switches, tensorboard
 from trainer.training.callbacks import progress_callbacks
 from trainer.training.evaluation import Evaluator
-from trainer.training.inputs import Inputs, input_errors_explained
+from trainer.training.inputs import Inputs, input_errors_explained, with_field_size_of
 from trainer.training.keras_pass import END_OF_PASS_FILTER
 from trainer.training.saving import Checkpoints, export_saved_model
 from trainer.training.stop import StopRequest
@@ -47,13 +47,15 @@ class TrainingRun:
     """`process` of `plan` training here: everything built once, then `run()`."""
 
     def __init__(self, job: Job, plan, process, runtime, watchdog, cpu_settings=None):
+        train_spec = Inputs.training_spec(job, plan, process)
+        job = with_field_size_of(job, train_spec)  # a table's columns make the model's fields
         self.job, self.plan, self.process, self.runtime, self.watchdog = job, plan, process, runtime, watchdog
         self.cpu_settings = cpu_settings  # reported in the metrics
         self.hp = hp = job.hyperparameters
         runtime.start()  # before TensorFlow runs anything: devices and collectives
         self.stop = runtime.stop_request = StopRequest(process.name, job.output_dir, hp.stop_grace_sec).install()
         self.hooks = user_hooks.load_hooks(job, learning_rate_for(plan))
-        self.inputs = Inputs.for_process(job, plan, process, self.hooks, runtime.batch_size)
+        self.inputs = Inputs.for_process(job, plan, process, self.hooks, runtime.batch_size, train_spec)
         # Parameter-server workers build their input where they run, from their own plan entry.
         runtime.input_for = lambda worker: Inputs.training(job, plan, worker, self.hooks, runtime.batch_size,
                                                            on_ps_worker=True)
@@ -231,6 +233,15 @@ class TrainingRun:
             "cpu_settings": self.cpu_settings.describe(self.job.tf_line.openmp) if self.cpu_settings else None,
         }
 
+    def _raw_signatures(self) -> dict | None:
+        """A model trained on raw columns (CSV, TSV, Parquet) is served the same columns."""
+        spec = self.inputs.train_spec
+        if spec.columns is None:
+            return None
+        from trainer.data.raw_features import serving_signatures
+
+        return serving_signatures(self.model, spec.columns, spec.delimiter, self.hp.feature_size)
+
     def _export(self, metrics: dict) -> None:
         """The chief exports the SavedModel and writes the metrics; where exporting is a
         collective, the others join it, exporting to a folder thrown away."""
@@ -238,9 +249,9 @@ class TrainingRun:
         if runtime.writes_outputs:
             with self.watchdog.phase("exporting the model", hp.save_timeout_sec):
                 metrics["export_dir"] = export_saved_model(self.model, self.job.model_dir, hp.model_version,
-                                                           runtime.io_device)
+                                                           runtime.io_device, self._raw_signatures())
             log.info("exported SavedModel to %s", metrics["export_dir"])
             write_metrics(self.job.output_data_dir, metrics)
         elif runtime.export_is_collective:
             with tempfile.TemporaryDirectory(prefix="trainer-export-") as scratch:
-                export_saved_model(self.model, scratch, hp.model_version)
+                export_saved_model(self.model, scratch, hp.model_version, signatures=self._raw_signatures())

@@ -40,11 +40,13 @@ class Checkpoints:
         self.manager.save(checkpoint_number=step, options=self.options)
 
 
-def export_saved_model(model, model_dir: str, version: int, io_device: str | None = None) -> str:
-    """SavedModel in TF Serving's layout: <model_dir>/<version>/saved_model.pb."""
+def export_saved_model(model, model_dir: str, version: int, io_device: str | None = None,
+                       signatures: dict | None = None) -> str:
+    """SavedModel in TF Serving's layout: <model_dir>/<version>/saved_model.pb; `signatures`
+    replace Keras' own (trainer.data.raw_features.serving_signatures)."""
     path = os.path.join(model_dir, str(version))
     if os.path.exists(path):
         shutil.rmtree(path)
-    model.save(path, include_optimizer=False, save_format="tf",
+    model.save(path, include_optimizer=False, save_format="tf", signatures=signatures,
                options=tf.saved_model.SaveOptions(experimental_io_device=io_device))
     return path

@@ -1,0 +1,173 @@
+"""Raw columns to the model's features, in the TensorFlow graph: the one transform that
+training (every format, every mode), `trainer convert` and the exported SavedModel's
+serving signatures share, so a row scores the same wherever it comes from.
+
+Rows travel as `Columns`: {"label": float32[n], "numeric": float32[n, k] (NaN: missing),
+"categorical": string[n, m] ("": missing)}. A CSV or TSV line becomes one through
+tf.io.decode_csv; a Parquet row group through trainer.data.parquet. `features_of` then gives
+the built-in model's record layout: numeric column i is field i (id i, value the transform
+of its number, 0 where missing); categorical column j is field k + j, its value hashed with
+a key of its own (SipHash, tf.strings.to_hash_bucket_strong) into the ids [k, feature_size),
+so the same value in two columns is two features, and a missing value is its column's own id.
+"""
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+
+from trainer.data.columns import ColumnMapping
+from trainer.data.records import NUMBER_PATTERN
+
+HASH_KEY = 0x7261775F636F6C73  # the first half of every column's SipHash key; the column index is the second
+NOT_A_HEADER = "\x00"  # a header line no table has: "this stream has no header"
+
+
+def hash_categorical(categorical, buckets: int, first_id: int):
+    """string[n, m] -> int64[n, m]: each column's values hashed with its own key."""
+    columns = tf.unstack(categorical, axis=1) if categorical.shape[1] else []
+    if not columns:
+        return tf.zeros([tf.shape(categorical)[0], 0], tf.int64)
+    return first_id + tf.stack([tf.strings.to_hash_bucket_strong(column, buckets, key=[HASH_KEY, index])
+                                for index, column in enumerate(columns)], axis=1)
+
+
+def transform_numeric(numeric, transform: str):
+    """float32[n, k] with NaN for missing -> the model's values: missing is 0, then the transform."""
+    present = tf.where(tf.math.is_nan(numeric), tf.zeros_like(numeric), numeric)
+    if transform == "log1p":
+        return tf.math.log1p(tf.maximum(present, 0.0))
+    return present
+
+
+def features_of(columns: dict, mapping: ColumnMapping, feature_size: int):
+    """Columns -> ({"ids": int64[n, field_size], "values": float32[n, field_size]}, label float32[n, 1])."""
+    numeric, categorical = columns["numeric"], columns["categorical"]
+    rows = tf.shape(columns["label"])[0]
+    count = len(mapping.numeric)
+    numeric_ids = tf.broadcast_to(tf.range(count, dtype=tf.int64), [rows, count])
+    categorical_ids = hash_categorical(categorical, mapping.buckets(feature_size), count)
+    values = tf.concat([transform_numeric(numeric, mapping.transform),
+                        tf.ones([rows, len(mapping.categorical)], tf.float32)], axis=1)
+    return ({"ids": tf.concat([numeric_ids, categorical_ids], axis=1), "values": values},
+            tf.reshape(columns["label"], [-1, 1]))
+
+
+def decode_table(lines, mapping: ColumnMapping, delimiter: str, label_required: bool = True) -> dict:
+    """CSV or TSV lines -> Columns. Every row must have the mapping's width; a numeric field
+    must be a number or empty; the label must be a number (`label_required`: not empty)."""
+    defaults = [tf.constant([""])] * mapping.width
+    defaults[mapping.label.position] = tf.constant([], tf.float32) if label_required else tf.constant([0.0])
+    for column in mapping.numeric:
+        defaults[column.position] = tf.constant([float("nan")])
+    fields = tf.io.decode_csv(lines, defaults, field_delim=delimiter)
+    empty = tf.zeros([tf.shape(lines)[0], 0])
+    return {
+        "label": fields[mapping.label.position],
+        "numeric": tf.stack([fields[c.position] for c in mapping.numeric], axis=1) if mapping.numeric else empty,
+        "categorical": (tf.stack([fields[c.position] for c in mapping.categorical], axis=1) if mapping.categorical
+                        else tf.zeros([tf.shape(lines)[0], 0], tf.string)),
+    }
+
+
+def table_parser(mapping: ColumnMapping, delimiter: str, feature_size: int, bad_records=None):
+    """A window of lines -> (features, label), as every other format's parser."""
+    if bad_records is not None:
+        return lambda lines: features_of(decode_table(bad_records.well_formed_rows(lines, mapping, delimiter),
+                                                      mapping, delimiter), mapping, feature_size)
+    return lambda lines: features_of(decode_table(lines, mapping, delimiter), mapping, feature_size)
+
+
+def columns_parser(mapping: ColumnMapping, feature_size: int, bad_records=None):
+    """A window of Columns (Parquet's) -> (features, label); with `bad_records`, rows the
+    reader marked bad (a NaN label) are dropped and counted."""
+    if bad_records is not None:
+        return lambda columns: features_of(bad_records.labelled_rows(columns), mapping, feature_size)
+    return lambda columns: features_of(columns, mapping, feature_size)
+
+
+def is_header(lines, label_position: int, delimiter: str):
+    """bool[n]: lines whose label field is not a number (a header line)."""
+    fields = tf.strings.split(lines, delimiter)
+    label = tf.strings.strip(fields[:, label_position:label_position + 1].to_tensor(default_value="x"))[:, 0]
+    return tf.logical_not(tf.strings.regex_full_match(label, NUMBER_PATTERN))
+
+
+def drop_headers(blocks, mapping: ColumnMapping, delimiter: str, header: bool | None, where,
+                 expected: str = ""):
+    """Blocks of lines without their header: every line equal to the stream's first line,
+    when that one is a header (`header` True or False: as the ContentType says; None: its
+    label field is not a number). Pipe mode streams every object's header; a file's is its
+    first line. `expected`: the header every file must have (the mapping was read by name
+    from one); another fails, naming `where` (a file, a tensor in File mode)."""
+    def step(state, block):
+        first_seen, known = state
+
+        def learn():
+            first = block[:1]
+            found = (tf.constant(bool(header)) if header is not None else
+                     tf.reduce_any(is_header(first, mapping.label.position, delimiter)))
+            line = tf.cond(found, lambda: first[0], lambda: tf.constant(NOT_A_HEADER))
+            if expected:  # one message, which trainer.data.diagnose finds in the error
+                tf.debugging.Assert(tf.logical_or(tf.logical_not(found), tf.equal(line, expected)), [tf.strings.join([
+                    "JobError: ", where, " has another header (", line, ") than the channel's first file (", expected,
+                    "), by whose header its columns were found: give every file the same columns"])])
+            return line
+
+        header_line = tf.cond(first_seen | (tf.size(block) == 0), lambda: known, learn)
+        seen = first_seen | (tf.size(block) > 0)
+        return (seen, header_line), tf.boolean_mask(block, tf.not_equal(block, header_line))
+
+    start = (tf.constant(False), tf.constant(NOT_A_HEADER))
+    return blocks.scan(start, step).filter(lambda block: tf.size(block) > 0)
+
+
+def signature_name(column: str) -> str:
+    """A column's name as a serving signature's input (letters, digits, _ . / -)."""
+    name = re.sub(r"[^A-Za-z0-9_./-]", "_", column)
+    return name if re.match(r"[A-Za-z0-9.]", name) else f"c{name}"
+
+
+def serving_signatures(model, mapping: ColumnMapping, delimiter: str, feature_size: int) -> dict:
+    """The exported model's signatures: `serving_default` takes the feature columns by name
+    (numbers as float32, categorical values as strings; one value per row), `csv` a row as one
+    line (with or without its label column, `delimiter`-separated), `features` the model's own
+    inputs (ids, values). Each returns {"probability": float32[n, 1]}."""
+    names = [signature_name(c.name) for c in mapping.features]
+    numeric_count = len(mapping.numeric)
+    specs = [tf.TensorSpec([None], tf.float32 if i < numeric_count else tf.string, name=name)
+             for i, name in enumerate(names)]
+
+    def score(columns):
+        features, _ = features_of(columns, mapping, feature_size)
+        return {"probability": model(features, training=False)}
+
+    @tf.function(input_signature=specs)
+    def by_name(*values):
+        rows = tf.shape(values[0])[0]
+        empty = tf.zeros([rows, 0])
+        return score({"label": tf.zeros([rows]),
+                      "numeric": tf.stack(values[:numeric_count], axis=1) if numeric_count else empty,
+                      "categorical": (tf.stack(values[numeric_count:], axis=1) if len(values) > numeric_count
+                                      else tf.zeros([rows, 0], tf.string))})
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="line")])
+    def csv_line(line):
+        fields = tf.strings.split(line, delimiter).row_lengths()
+        # A row without its label: an empty label field where the training data had it.
+        label_at = mapping.label.position
+        with_label = (delimiter + line if label_at == 0 else
+                      tf.strings.regex_replace(line, f"^((?:[^{re.escape(delimiter)}]*{re.escape(delimiter)}){{{label_at}}})",
+                                               "\\1" + delimiter.replace("\\", "\\\\")))
+        lines = tf.where(fields == mapping.width - 1, with_label, line)
+        return score(decode_table(lines, mapping, delimiter, label_required=False))
+
+    field_size = mapping.field_size
+
+    @tf.function(input_signature=[tf.TensorSpec([None, field_size], tf.int64, name="ids"),
+                                  tf.TensorSpec([None, field_size], tf.float32, name="values")])
+    def features(ids, values):
+        return {"probability": model({"ids": ids, "values": values}, training=False)}
+
+    return {"serving_default": by_name.get_concrete_function(), "csv": csv_line.get_concrete_function(),
+            "features": features.get_concrete_function()}
