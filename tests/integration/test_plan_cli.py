@@ -71,7 +71,7 @@ def test_a_wrong_shard_is_caught(quarters, tmp_path):
     folders = local.lay_out(str(tmp_path))
     good = make_plan(read_job(folders["algo-1"]))
     wrong = dataclasses.replace(good, processes=tuple(dataclasses.replace(p, shard=(1, 0)) for p in good.processes))
-    result = check_input(wrong, folders, None)
+    result = check_input(wrong, folders)
     assert result["read_by_ranks"]["records"] == 4 * 8000 and result["exactly_once"] is False
 
 

@@ -76,21 +76,30 @@ def plan_and_check(args: argparse.Namespace) -> dict:
         folders = local.lay_out(os.path.join(folder, "job"))
         job = read_job(folders[local.host_names[0]])
         plan = make_plan(job)
-        result = described(job, plan)
+        readable = local.lay_out(os.path.join(folder, "files"), input_mode="File") if local.input_mode == "Pipe" else {}
+        result = described(job, plan, read_job(readable[local.host_names[0]]) if readable else None)
         if args.check_input:
-            readable = local.lay_out(os.path.join(folder, "files"), input_mode="File")
+            readable = readable or local.lay_out(os.path.join(folder, "files"), input_mode="File")
             result["check_input"] = input_check(plan, readable, job)
         if args.probe:
             result["scaling"] = probe.scaling_of(job, plan)
     return result
 
 
-def described(job, plan) -> dict:
-    """The plan, the TensorFlow build that runs it, each training process's CPU settings
-    (what `train` sets on this host, and which of them that build reads) and the folders."""
+def described(job, plan, readable=None) -> dict:
+    """The plan, the TensorFlow build that runs it, what its first process trains on (format,
+    columns; read from `readable`, a File-mode layout of the same job, where its own is Pipe
+    mode), each training process's CPU settings (what `train` sets on this host, and which of
+    them that build reads) and the folders."""
     settings = cpu.decide(job.hyperparameters, job.num_cpus, job.num_physical_cores, plan.processes_per_host)
-    return {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe(),
-            "cpu_settings": settings.describe(job.tf_line.openmp), "folders": folders_of(job)}
+    result = {"plan": plan.to_dict(), "tensorflow_line": job.tf_line.describe()}
+    process = next((p for p in plan.processes if p.rank is not None and p.channels), None)
+    if process is not None and not job.runs_script:
+        from trainer.data.pipeline import InputSpec
+
+        spec = InputSpec.for_process(readable or job, process, on_data_hosts=plan.data_service is not None)
+        result["input"] = {**spec.describe(job.hyperparameters.feature_size), "input_mode": plan.input_mode}
+    return {**result, "cpu_settings": settings.describe(job.tf_line.openmp), "folders": folders_of(job)}
 
 
 def folders_of(job) -> dict:
@@ -102,4 +111,4 @@ def folders_of(job) -> dict:
 def input_check(plan, folders, job) -> dict:
     from trainer.data.check import check_input
 
-    return check_input(plan, folders, job.hyperparameters.data_format)
+    return check_input(plan, folders)

@@ -23,7 +23,7 @@ CRITEO_CATEGORICAL = tuple(f"C{i}" for i in range(1, 27))
 CRITEO_NAMES = ("label",) + CRITEO_NUMERIC + CRITEO_CATEGORICAL
 ROLES = ("label", "numeric", "categorical")
 HYPERPARAMETER = {"label": "label_column", "numeric": "numeric_columns", "categorical": "categorical_columns"}
-TRANSFORMS = {"log1p": "log(1 + max(x, 0))", "none": "x as it is"}
+TRANSFORMS = {"log1p": "log(1 + max({x}, 0))", "none": "{x} as it is"}
 _RANGE = re.compile(r"^(?P<prefix>.*?)(?P<first>\d+)\.\.(?P=prefix)(?P<last>\d+)$")
 
 Ref = "int | str"  # a column by position (int) or by name (str)
@@ -121,8 +121,7 @@ class ColumnMapping:
         """Per column: what it becomes (the plan's and the log's table)."""
         rows = [{"column": self.label.name, "position": self.label.position, "as": "label"}]
         rows += [{"column": c.name, "position": c.position, "as": f"numeric field {i}: id {i}, value "
-                  f"{TRANSFORMS[self.transform].replace('x', c.name, 1) if self.transform != 'none' else c.name} "
-                  "(missing: 0)"} for i, c in enumerate(self.numeric)]
+                  f"{TRANSFORMS[self.transform].format(x=c.name)} (missing: 0)"} for i, c in enumerate(self.numeric)]
         first = len(self.numeric)
         rows += [{"column": c.name, "position": c.position, "as": f"categorical field {first + j}: its value hashed "
                   f"into ids [{first}, {feature_size}) (missing: its own id), value 1"}
@@ -132,12 +131,11 @@ class ColumnMapping:
     def summary(self, feature_size: int) -> str:
         """The mapping in one line of the log."""
         def span(columns):
-            if not columns:
-                return "none"
-            ends = columns if len(columns) < 3 else (columns[0], columns[-1])
-            return "..".join(c.name for c in ends) if len(columns) >= 3 else ", ".join(c.name for c in columns)
+            if len(columns) >= 3:
+                return f"{columns[0].name}..{columns[-1].name}"
+            return ", ".join(c.name for c in columns) or "none"
         return (f"label {self.label.name}; {len(self.numeric)} numeric ({span(self.numeric)}, "
-                f"{TRANSFORMS[self.transform]}, missing 0); {len(self.categorical)} categorical "
+                f"{TRANSFORMS[self.transform].format(x='x')}, missing 0); {len(self.categorical)} categorical "
                 f"({span(self.categorical)}, hashed per column into {self.buckets(feature_size)} ids); "
                 f"field_size {self.field_size}")
 

@@ -1,6 +1,7 @@
 """`trainer datagen`: a seeded synthetic Criteo-like dataset with a learnable signal.
 
     trainer datagen --output data/ --train-rows 1000000 --eval-rows 100000 --files 8
+    trainer datagen --output logs/ --format parquet        # the same rows as raw Criteo columns
 
 Rows have the DeepFM layout: 13 continuous fields (ids 1..13, values in [0, 1]) and 26
 categorical fields whose ids are drawn with a Zipf-like skew from each field's own id
@@ -8,6 +9,10 @@ range, like Criteo's. Labels come from a hidden factorization machine (a weight 
 a factor vector per id, weights on the continuous values) plus noise, with a click rate
 near Criteo's 25%: a model that learns first- and second-order effects scores well above
 AUC 0.5, and the same seed always gives the same files, however many workers write them.
+As CSV, TSV or Parquet the same rows are raw Criteo columns, as click logs land: `label`,
+`I1..I13` integer counts (the continuous value v as round(e^(6 v) - 1), empty where v is 0,
+Criteo's missing), `C1..C26` 8-hex-digit values (one per id), which the built-in model hashes
+in the graph (trainer.data.raw_features).
 `--signal` scales the hidden model's terms (below 1: noisier labels, a lower ceiling); the
 summary line gives the eval split's oracle AUC, the hidden model's own score, which no
 model trained on the data can beat on average.
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.data import pools, records
+from trainer.data import formats, pools, records
 
 CONTINUOUS = records.CRITEO_CONTINUOUS
 CATEGORICAL = records.CRITEO_CATEGORICAL
@@ -29,6 +34,8 @@ ZIPF_POWER = 3.0  # rank = vocabulary * u**power: most rows use a field's first 
 ROWS_PER_BLOCK = 8192
 SIGNAL_HALF_RANK = 100.0
 FIRST_ORDER_SCALE = 0.35
+COUNT_SCALE = 6.0  # a raw count is round(e^(COUNT_SCALE v) - 1)
+SUFFIXES = {"tfrecord": ".tfrecord", "libsvm": ".libsvm", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=200_000)
     parser.add_argument("--eval-rows", type=int, default=50_000)
     parser.add_argument("--files", type=int, default=2, help="files per split")
-    parser.add_argument("--format", choices=records.FORMATS, default="tfrecord")
+    parser.add_argument("--format", choices=formats.FORMATS, default="tfrecord")
+    parser.add_argument("--header", action="store_true", help="csv, tsv: a header line (label, I1.., C1..) first")
+    parser.add_argument("--row-group-rows", type=int, default=65536, help="parquet: rows per row group")
     parser.add_argument("--feature-size", type=int, default=117581)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--signal", type=signal_scale, default=1.0,
@@ -124,6 +133,8 @@ class FileTask:
     data_format: str
     signal: float = 1.0
     scores: bool = False  # return the hidden model's scores and the labels (the oracle's AUC)
+    header: bool = False  # csv, tsv
+    row_group_rows: int = 65536  # parquet
 
 
 def write_file(task: FileTask) -> tuple[int, float, np.ndarray | None, np.ndarray | None]:
@@ -132,18 +143,94 @@ def write_file(task: FileTask) -> tuple[int, float, np.ndarray | None, np.ndarra
     model = HiddenModel.from_seed(task.seed, task.feature_size, task.signal)
     rng = np.random.default_rng([task.seed, 1, *task.stream])
     clicks, scores, all_labels = 0.0, [], []
-    with records.RecordWriter(task.path, task.data_format) as writer:
+    raw = task.data_format in formats.COLUMN_FORMATS
+    writer = RawWriter(task) if raw else records.RecordWriter(task.path, task.data_format)
+    with writer:
         for start in range(0, task.rows, ROWS_PER_BLOCK):
             labels, ids, values = model.sample(rng, min(ROWS_PER_BLOCK, task.rows - start))
             clicks += labels.sum()
             if task.scores:
                 scores.append(model.logit(ids[:, CONTINUOUS:], values[:, :CONTINUOUS]))
                 all_labels.append(labels)
-            for row in zip(labels, ids, values):
-                writer.write(*row)
+            if raw:
+                writer.write_block(labels, ids, values)
+            else:
+                for row in zip(labels, ids, values):
+                    writer.write(*row)
     if not task.scores:
         return task.rows, clicks / max(1, task.rows), None, None
     return task.rows, clicks / max(1, task.rows), np.concatenate(scores or [[]]), np.concatenate(all_labels or [[]])
+
+
+def raw_columns(labels: np.ndarray, ids: np.ndarray, values: np.ndarray) -> dict:
+    """A block of rows as raw Criteo columns: label, I1..I13 (counts; None where missing),
+    C1..C26 (each id as 8 hex digits, by a bijection of 32-bit numbers)."""
+    counts = np.rint(np.expm1(COUNT_SCALE * values[:, :CONTINUOUS])).astype(np.int64)
+    hashed = (ids[:, CONTINUOUS:].astype(np.uint64) * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)
+    columns = {"label": labels.astype(np.int64)}
+    for i in range(CONTINUOUS):
+        columns[f"I{i + 1}"] = [None if v == 0 else int(c) for v, c in zip(values[:, i], counts[:, i])]
+    for j in range(CATEGORICAL):
+        columns[f"C{j + 1}"] = [f"{int(h):08x}" for h in hashed[:, j]]
+    return columns
+
+
+class RawWriter:
+    """Writes blocks of rows to one file as raw columns: CSV, TSV or Parquet (row groups of
+    `row_group_rows`)."""
+
+    def __init__(self, task: FileTask):
+        self.task, self.pending, self.file, self.parquet = task, [], None, None
+
+    def write_block(self, labels, ids, values) -> None:
+        columns = raw_columns(labels, ids, values)
+        if self.task.data_format == "parquet":
+            import pyarrow as pa
+
+            self.pending.append(pa.table({"label": pa.array(columns["label"], pa.int64()),
+                                          **{name: pa.array(v, pa.int64()) for name, v in columns.items()
+                                             if name.startswith("I")},
+                                          **{name: pa.array(v, pa.string()) for name, v in columns.items()
+                                             if name.startswith("C")}}))
+            if sum(t.num_rows for t in self.pending) >= self.task.row_group_rows:
+                self._flush_row_groups(final=False)
+            return
+        delimiter = formats.DELIMITERS[self.task.data_format]
+        names = list(columns)
+        text = (str(v) if v is not None else "" for row in zip(*columns.values()) for v in row)
+        fields = list(text)
+        lines = [delimiter.join(fields[k:k + len(names)]) for k in range(0, len(fields), len(names))]
+        self.file.write("\n".join(lines) + "\n")
+
+    def _flush_row_groups(self, final: bool) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending)
+        whole = table.num_rows - (0 if final else table.num_rows % self.task.row_group_rows)
+        if self.parquet is None:
+            self.parquet = pq.ParquetWriter(self.task.path, table.schema)
+        if whole:
+            self.parquet.write_table(table.slice(0, whole), row_group_size=self.task.row_group_rows)
+        self.pending = [table.slice(whole)] if whole < table.num_rows else []
+
+    def __enter__(self):
+        if self.task.data_format != "parquet":
+            self.file = open(self.task.path, "w")
+            if self.task.header:
+                names = ["label"] + [f"I{i + 1}" for i in range(CONTINUOUS)] + [f"C{j + 1}" for j in range(CATEGORICAL)]
+                self.file.write(formats.DELIMITERS[self.task.data_format].join(names) + "\n")
+        return self
+
+    def __exit__(self, *exc):
+        if self.file is not None:
+            self.file.close()
+        else:
+            self._flush_row_groups(final=True)
+            if self.parquet is not None:
+                self.parquet.close()
 
 
 def rank_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
@@ -160,10 +247,11 @@ def rank_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
 
 def generate(output: str, train_rows: int = 200_000, eval_rows: int = 50_000, files: int = 2,
              data_format: str = "tfrecord", feature_size: int = 117581, seed: int = 7,
-             workers: int | None = None, signal: float = 1.0) -> dict:
+             workers: int | None = None, signal: float = 1.0, header: bool = False,
+             row_group_rows: int = 65536) -> dict:
     """Write train/ and eval/ under `output`; returns their folders, files, rows, click rate
     and the eval split's oracle AUC (None without eval rows)."""
-    suffix = ".tfrecord" if data_format == "tfrecord" else ".libsvm"
+    suffix = SUFFIXES[data_format]
     tasks = []
     for split_index, (split, rows) in enumerate((("train", train_rows), ("eval", eval_rows))):
         folder = os.path.join(output, split)
@@ -171,7 +259,8 @@ def generate(output: str, train_rows: int = 200_000, eval_rows: int = 50_000, fi
         for index in range(files):
             share = rows // files + (1 if index < rows % files else 0)
             tasks.append(FileTask(os.path.join(folder, f"part-{index:05d}{suffix}"), share, seed,
-                                  (split_index, index), feature_size, data_format, signal, scores=split == "eval"))
+                                  (split_index, index), feature_size, data_format, signal, scores=split == "eval",
+                                  header=header, row_group_rows=row_group_rows))
     results = pools.run_tasks(write_file, tasks, workers or os.cpu_count(), __name__, data_format == "tfrecord")
     rows = sum(r for r, *_ in results)
     evaluated = [(scores, labels) for _, _, scores, labels in results if scores is not None]
@@ -184,8 +273,10 @@ def generate(output: str, train_rows: int = 200_000, eval_rows: int = 50_000, fi
 
 def main(args: argparse.Namespace) -> int:
     result = generate(args.output, args.train_rows, args.eval_rows, args.files, args.format,
-                      args.feature_size, args.seed, args.workers, args.signal)
+                      args.feature_size, args.seed, args.workers, args.signal, args.header, args.row_group_rows)
     oracle = "" if result["oracle_eval_auc"] is None else f"; the hidden model's eval AUC {result['oracle_eval_auc']:.4f}"
     print(f"{result['rows']} rows in {len(result['files'])} files under {args.output} "
-          f"(click rate {result['click_rate']:.3f}; feature_size={args.feature_size}, field_size=39{oracle})")
+          f"(click rate {result['click_rate']:.3f}; "
+          + ("raw Criteo columns" if args.format in formats.COLUMN_FORMATS
+             else f"feature_size={args.feature_size}, field_size=39") + f"{oracle})")
     return 0

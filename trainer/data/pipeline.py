@@ -135,6 +135,27 @@ class InputSpec:
                          header=resolved.content_type.header, header_line=header_line,
                          skip_bad_records=skip_bad_records)
 
+    @staticmethod
+    def for_process(job, process, on_data_hosts: bool = False) -> "InputSpec":
+        """What a process of the plan reads for training: its channels, their format and
+        columns (as the job's hyperparameters give them), its shard."""
+        hp = job.hyperparameters
+        return InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard,
+                                      on_data_hosts=on_data_hosts, column_spec=ColumnSpec.from_hyperparameters(hp),
+                                      skip_bad_records=hp.skip_bad_records)
+
+    def describe(self, feature_size: int) -> dict:
+        """What it trains on, for the plan and the log: the format, how it was found, and
+        where the columns are, per column (CSV, TSV, Parquet)."""
+        described = {"channels": [c.name for c in self.channels], "input_mode": self.channels[0].input_mode,
+                     "format": self.data_format, "found_by": self.format_why}
+        if self.columns is not None:
+            described["columns"] = self.columns.describe(feature_size)
+            described["field_size"] = self.columns.field_size
+            if self.is_parquet and self.is_pipe:
+                described["columns_found"] = "in each object's own schema, by these names (or positions)"
+        return described
+
     @property
     def name(self) -> str:
         return ", ".join(c.name for c in self.channels)

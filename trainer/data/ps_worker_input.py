@@ -54,12 +54,16 @@ class WorkerFifos:
             return np.array([], dtype=object)
         return np.array(chunk, dtype=object)
 
-    def _open(self, name: str, pass_index: int, data_format: str):
+    def path_of(self, name: str, pass_index: int) -> str:
+        """The FIFO of a channel's pass on this host."""
         channel = self.job.channels.get(name)
         if channel is None or not channel.is_pipe:
             raise JobError(f"{self.job.current_host}: channel '{name}' is not a Pipe-mode channel on this host")
-        return record_chunks(channel.fifo_path(pass_index), data_format, self.job.hyperparameters.pipe_wait_sec,
-                             recordio=channel.is_recordio_wrapped)
+        return channel.fifo_path(pass_index)
+
+    def _open(self, name: str, pass_index: int, data_format: str):
+        return record_chunks(self.path_of(name, pass_index), data_format, self.job.hyperparameters.pipe_wait_sec,
+                             recordio=self.job.channels[name].is_recordio_wrapped)
 
 
 def provide(job, index: int) -> None:
@@ -67,10 +71,15 @@ def provide(job, index: int) -> None:
     import numpy as np
     from tensorflow.python.ops import script_ops  # the registry PyFunc ops look names up in
 
+    from trainer.data import parquet
+
     fifos = WorkerFifos(job)
     _PROVIDED.update({WORKER_INDEX: lambda: np.int64(index), FIFO_CHUNK: fifos.next_chunk})
     for name, function in _PROVIDED.items():
         script_ops._py_funcs._funcs[name] = function
+    # Parquet: its reader, and this host's FIFO of a channel's pass (its own path, on this host).
+    parquet.register_readers()
+    parquet.FIFO_OF_CHANNEL["path"] = lambda name, pass_index: fifos.path_of(name, pass_index)
 
 
 def worker_index():

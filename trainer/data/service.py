@@ -42,6 +42,9 @@ def serve_data(service: DataService, role: str, host: str) -> None:
     """Run this host's dispatcher (`role` dispatcher) or worker (data_worker) until stopped."""
     import tensorflow as tf
 
+    from trainer.data import parquet
+
+    parquet.register_readers()  # the Parquet reader the pipelines sent here call by name
     data = tf.data.experimental.service
     workers = worker_addresses(service)
     if role == "dispatcher":

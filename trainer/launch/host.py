@@ -44,11 +44,13 @@ def run(job) -> dict | None:
     if plan.network_interface_why and len(plan.job_hosts) > 1:  # one host's processes talk over no interface
         log.warning("network: %s", plan.network_interface_why)
     if len(plan.job_hosts) == 1:
+        log_input(job, plan)
         predict_scaling_if_asked(job, plan)
         return launch_host(job, plan, None)
     status = peers.StatusServer(job.current_host, peers.STATUS_PORT, plan.job_hosts)
     watch = None
     try:
+        log_input(job, plan)  # a channel it cannot read ends it now, and the others hear why
         predict_scaling_if_asked(job, plan)  # with this host's status port up: the others see it is alive
         peers.wait_for(list(plan.peer_waits), job.hyperparameters.peer_wait_sec, me=job.current_host)
         if plan.data_service and job.current_host in plan.hosts:  # a training host watches the data hosts
@@ -64,6 +66,23 @@ def run(job) -> dict | None:
             watch.stop()
     status.finish(peers.DONE)  # read by every other host before this one exits (end_with_the_job)
     return metrics
+
+
+def log_input(job, plan) -> None:
+    """What this host's first training process reads, before anything trains: the format and
+    why, and for CSV, TSV and Parquet each column and what it becomes (a channel it cannot
+    read fails here, naming it)."""
+    from trainer.data.pipeline import InputSpec
+
+    process = next((p for p in plan.on_host(job.current_host) if p.rank is not None and p.channels), None)
+    if job.runs_script or process is None:
+        return
+    spec = InputSpec.for_process(job, process, on_data_hosts=plan.data_service is not None)
+    feature_size = job.hyperparameters.feature_size
+    log.info("input: channel(s) '%s', %s mode, %s (by %s)%s", spec.name, spec.channels[0].input_mode, spec.data_format,
+             spec.format_why, f"; {spec.describe_columns(feature_size)}" if spec.columns else "")
+    for row in spec.describe(feature_size).get("columns", ()):
+        log.info("input: column %s (%d) -> %s", row["column"], row["position"], row["as"])
 
 
 def predict_scaling_if_asked(job, plan) -> None:

@@ -50,11 +50,7 @@ class Inputs:
     @staticmethod
     def training_spec(job: Job, plan, process) -> InputSpec:
         """What `process` reads for training: its channels, their format and columns, its shard."""
-        hp = job.hyperparameters
-        return InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard,
-                                      on_data_hosts=plan.data_service is not None,
-                                      column_spec=ColumnSpec.from_hyperparameters(hp),
-                                      skip_bad_records=hp.skip_bad_records)
+        return InputSpec.for_process(job, process, on_data_hosts=plan.data_service is not None)
 
     @staticmethod
     def training(job: Job, plan, process, hooks, batch_size: int, on_ps_worker: bool = False,
