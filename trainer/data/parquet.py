@@ -174,8 +174,8 @@ class Reader:
                                                   columns=columns, use_threads=False):
                     start, stop = max(low - position, 0), min(high - position, batch.num_rows)
                     if stop > start:
-                        yield self._arrays(batch.slice(start, stop - start), mapping,
-                                           f"{where} row group {group}", int(starts[group]) + position + start)
+                        yield self._marked(self._arrays(batch.slice(start, stop - start), mapping,
+                                                        f"{where} row group {group}", int(starts[group]) + position + start))
                     position += batch.num_rows
                     if position >= high:
                         break
@@ -243,11 +243,13 @@ class Reader:
                 self.bad_rows.add(row)
         return pa.array(numbers)
 
-    def marked(self, arrays):
+    def _marked(self, arrays):
         """The bad rows of a chunk marked with a NaN label (skip_bad_records drops them in the graph)."""
         if self.bad_rows:
-            arrays[0][sorted(self.bad_rows)] = np.nan
+            label = arrays[0].copy()
+            label[sorted(self.bad_rows)] = np.nan
             self.bad_rows = set()
+            return (label,) + arrays[1:]
         return arrays
 
 
@@ -315,7 +317,7 @@ def _next(handle):
         numeric, categorical = reader.spec.counts()
         return (np.zeros(0, np.float32), np.zeros((0, numeric), np.float32), np.array([b""] * categorical, object),
                 np.zeros((0, categorical), np.int64), np.zeros((0, categorical), np.int64))
-    return reader.marked(arrays)
+    return arrays
 
 
 _FUNCTIONS = {OPEN_TOKEN: _open, NEXT_TOKEN: _next}  # the PyFunc registry holds weak references
