@@ -6,10 +6,15 @@ A script that uses none of them still runs; each one gives what the container kn
     kit.dataset(batch_size, epoch=0)   this rank's tf.data dataset of one pass: its own
                                        channel (Pipe mode: its own FIFO, the pass's
                                        <channel>_<epoch>), its exactly-once shard, parsed a
-                                       window at a time (the DeepFM record layout, or
-                                       `parse_fn(serialized) -> (features, label)`)
+                                       window at a time (the DeepFM record layout, CSV, TSV
+                                       and Parquet columns as the built-in model maps them,
+                                       or `parse_fn(serialized) -> (features, label)`)
                                        (with a data group: read, parsed and batched on the
                                        data hosts, through their tf.data service)
+    kit.rows(batch_size, epoch=0, channel=None)  this rank's share of a channel's rows (or a
+                                       named channel's rows) as batches of named columns, any
+                                       format: CSV, TSV and Parquet columns by name (numbers
+                                       as float32, NaN where missing; categories as strings)
     kit.from_data_service(dataset)     `dataset` run on a heterogeneous cluster's data hosts and
                                        read from their tf.data service (distributed_epoch); the
                                        dataset itself where the job has no data group
@@ -67,25 +72,61 @@ def _process():
     return job, plan, next(p for p in plan.processes if p.rank == max(rank(), 0) and p.role != "ps")
 
 
-def dataset(batch_size: int, epoch: int = 0, parse_fn=None, shuffle_buffer: int = 0, seed: int | None = None):
-    """One pass over this rank's own data (File mode: repeat it, or call once per epoch;
-    Pipe mode: call once per epoch, each reads the epoch's FIFO)."""
+def _input(batch_size: int, epoch: int, parse, shuffle_buffer: int, seed: int | None, channel: str | None):
+    """One pass of an EpochInput over this rank's training channels and shard (or, `channel`
+    named, that channel whole), each window parsed by `parse(spec)`."""
+    import dataclasses
+
     from trainer.data.pipeline import EpochInput, InputSpec
-    from trainer.data.records import batch_parser
 
     job, plan, process = _process()
+    if channel is not None:
+        if channel not in job.channels:
+            raise ValueError(f"kit: the job has no channel '{channel}'; it has {', '.join(sorted(job.channels))}")
+        process = dataclasses.replace(process, channels=(channel,), shard=(1, 0))
     if not process.channels:
         raise ValueError("kit.dataset: the job has no channel named training (or training-<k>); "
                          "read your channels from SM_CHANNEL_* yourself")
     hp = job.hyperparameters
-    channels = [job.channels[name] for name in process.channels]
     # A data group reads File-mode channels (a FIFO streams to its own host's reader only).
-    service = plan.data_service if plan.data_service and plan.data_service.serves and not channels[0].is_pipe else None
-    spec = InputSpec.for_channels(channels, hp.data_format, process.shard, on_data_hosts=service is not None)
-    parse = parse_fn or batch_parser(spec.data_format, hp.field_size)
-    source = EpochInput(spec, parse, batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec,
+    on_pipe = job.channels[process.channels[0]].is_pipe
+    service = plan.data_service if plan.data_service and plan.data_service.serves and not on_pipe else None
+    spec = InputSpec.for_process(job, process, on_data_hosts=service is not None)
+    source = EpochInput(spec, parse(spec), batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec,
                         service=service)
     return source.dataset(epoch)
+
+
+def dataset(batch_size: int, epoch: int = 0, parse_fn=None, shuffle_buffer: int = 0, seed: int | None = None):
+    """One pass over this rank's own data (File mode: repeat it, or call once per epoch;
+    Pipe mode: call once per epoch, each reads the epoch's FIFO), as (features, label) batches:
+    `parse_fn`'s, or the built-in model's (TFRecord, libsvm, and CSV, TSV and Parquet columns
+    mapped as the job's hyperparameters say)."""
+    hp = _job_and_plan()[0].hyperparameters
+    return _input(batch_size, epoch, lambda spec: parse_fn or spec.parser(hp.field_size, hp.feature_size),
+                  shuffle_buffer, seed, None)
+
+
+def rows(batch_size: int, epoch: int = 0, channel: str | None = None, shuffle_buffer: int = 0,
+         seed: int | None = None):
+    """One pass over this rank's rows (or, `channel` named, that channel's), as batches of
+    named columns, whatever the format: a CSV, TSV or Parquet channel's label, numeric
+    (float32, NaN where missing) and categorical (strings, "" where missing) columns, by their
+    names (a header's, a schema's, else Criteo's or column_<position>); a TFRecord or libsvm
+    channel's ids, values and label."""
+    from trainer.data import raw_features
+
+    hp = _job_and_plan()[0].hyperparameters
+
+    def named(spec):
+        if spec.columns is None:
+            parse = spec.parser(hp.field_size, hp.feature_size)
+            return lambda window: (lambda features, label: {**features, "label": label})(*parse(window))
+        columns = (lambda window: window) if spec.is_parquet else (
+            lambda lines: raw_features.decode_table(lines, spec.columns, spec.delimiter))
+        return lambda window: raw_features.named_columns(columns(window), spec.columns)
+
+    return _input(batch_size, epoch, named, shuffle_buffer, seed, channel)
 
 
 def from_data_service(dataset):

@@ -153,15 +153,110 @@ def test_empty_training_channel_is_a_clear_error(aws_split, tmp_path, record_fau
               "an empty training channel")
 
 
-def test_a_csv_table_is_refused_with_how_to_convert_it(tmp_path, record_fault):
-    """A CSV with a header line (raw Criteo columns, as people export them) is not read as
-    libsvm: the job says which formats it reads and the command that converts the table."""
-    table = tmp_path / "day_0.csv"
-    table.write_text("label,I1,I2,C1\n1,5,0,68fd1e64\n")
-    run, seconds = timed_run(tmp_path, {"training": str(table)})
-    failed_as(run, seconds, r"channel 'training': \S+/day_0\.csv is a CSV or TSV table, which the built-in model does "
-                            r"not read: .* convert with: trainer convert day_0\.csv --output data/", record_fault,
-              "a CSV file as the training channel")
+# Raw click logs (CSV, TSV, Parquet): DeepCTR's 200 Criteo rows, broken one way each.
+
+@pytest.fixture
+def criteo_rows():
+    from conftest import CRITEO_SAMPLE, shared_file
+
+    return open(shared_file(CRITEO_SAMPLE)).read().splitlines()  # a header, then 200 rows
+
+
+def table_file(folder, name, lines):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return str(folder)
+
+
+def test_a_row_of_another_width_names_file_and_line(criteo_rows, tmp_path, record_fault):
+    criteo_rows[42] = criteo_rows[42].rsplit(",", 1)[0]  # its last column gone
+    channel = table_file(tmp_path / "logs", "day_0.csv", criteo_rows)
+    run, seconds = timed_run(tmp_path, {"training": channel}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"channel 'training': file \S+/day_0\.csv line 43: 39 columns, where the CSV rows have 40 "
+                            r"\(label, I1, I2, I3, \.\.\.\)$", record_fault, "a CSV row with a column missing")
+
+
+def test_a_number_that_is_not_one_names_file_line_and_column(criteo_rows, tmp_path, record_fault):
+    fields = criteo_rows[100].split(",")
+    fields[5] = "n/a"
+    criteo_rows[100] = ",".join(fields)
+    channel = table_file(tmp_path / "logs", "day_0.tsv", [line.replace(",", "\t") for line in criteo_rows])
+    run, seconds = timed_run(tmp_path, {"training": channel}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"channel 'training': file \S+/day_0\.tsv line 101: column I5 value 'n/a' is not a "
+                            r"number$", record_fault, "a numeric column's value that is not a number (TSV)")
+
+
+def test_a_bad_row_in_pipe_mode_names_the_channel_and_column(criteo_rows, tmp_path, record_fault):
+    criteo_rows[42] = criteo_rows[42] + ",extra"
+    channel = table_file(tmp_path / "logs", "day_0.csv", criteo_rows)
+    run, seconds = timed_run(tmp_path, {"training": channel}, {"batch_size": 16, "num_epochs": 1}, input_mode="Pipe")
+    failed_as(run, seconds, r"channel 'training' \(Pipe mode, CSV\): a row has 41 columns where 40 are expected "
+                            r"\(set skip_bad_records=true to skip such rows\)$", record_fault,
+              "a CSV row with a column too many, in Pipe mode")
+
+
+def parquet_files(folder, rows, *changes):
+    """The rows as Parquet, a file per change (a function of the table, or None)."""
+    import io
+
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    table = pcsv.read_csv(io.BytesIO("\n".join(rows).encode()))
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, change in enumerate(changes):
+        pq.write_table(change(table) if change else table, folder / f"part-{index}.parquet")
+    return folder
+
+
+def test_a_parquet_file_without_a_column_names_the_file_and_its_columns(criteo_rows, tmp_path, record_fault):
+    """The second file of a channel lacks a column the first has (a schema that drifted)."""
+    folder = parquet_files(tmp_path / "logs", criteo_rows, None, lambda table: table.drop(["I3"]))
+    run, seconds = timed_run(tmp_path, {"training": str(folder)}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"file \S+/part-1\.parquet: numeric_columns \(auto: Criteo's layout.*\)? ?names column "
+                            r"'I3', which it does not have; its columns: label, I1, I2, I4, ", record_fault,
+              "a Parquet file without a column the job trains on")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_parquet_file_is_named(criteo_rows, tmp_path, record_fault, damage):
+    folder = parquet_files(tmp_path / "logs", criteo_rows, None, None)
+    second = folder / "part-1.parquet"
+    data = second.read_bytes()
+    second.write_bytes(data[:len(data) // 2] if damage == "truncated" else data[:-40] + b"\xff" * 36 + data[-4:])
+    run, seconds = timed_run(tmp_path, {"training": str(folder)}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"file \S+/part-1\.parquet: not a readable Parquet file, truncated or corrupt \(",
+              record_fault, f"a {damage} Parquet file")
+
+
+def test_a_content_type_the_image_does_not_read(criteo_rows, tmp_path, record_fault):
+    channel = table_file(tmp_path / "logs", "day_0.csv", criteo_rows)
+    run, seconds = timed_run(tmp_path, {"training": channel}, channel_config=(
+        "training:ContentType=application/x-recordio-protobuf",))
+    failed_as(run, seconds, r"channel 'training': ContentType 'application/x-recordio-protobuf' is not a format the "
+                            r"built-in model reads; it reads application/x-parquet, application/x-tfrecord, text/csv, "
+                            r"text/libsvm, text/tab-separated-values", record_fault,
+              "a channel ContentType the image does not read")
+
+
+@pytest.mark.parametrize("data_format", ["csv", "parquet"])
+def test_bad_rows_of_a_log_are_skipped_and_counted_when_asked(criteo_rows, tmp_path, data_format):
+    fields = criteo_rows[10].split(",")
+    fields[3] = "abc"  # a number that is not one
+    criteo_rows[10] = ",".join(fields)
+    criteo_rows[20] = "," + criteo_rows[20].split(",", 1)[1]  # no label
+    if data_format == "csv":
+        criteo_rows[30] = criteo_rows[30] + ",9"  # a column too many
+        channel = table_file(tmp_path / "logs", "day_0.csv", criteo_rows)
+        expected = 3
+    else:
+        channel = str(parquet_files(tmp_path / "logs", criteo_rows, None))  # I3 read as text there
+        expected = 2
+    run = run_local(tmp_path / "job", {"training": channel},
+                    {"batch_size": 16, "num_epochs": 1, "skip_bad_records": "true"})
+    assert run.exit_code == 0, run.log[-3000:]
+    assert run.metrics["bad_records_skipped"] == expected, run.metrics
+    assert f"epoch=1 skip_bad_records: {expected} bad records skipped so far" in run.log
 
 
 @pytest.mark.cores(2)

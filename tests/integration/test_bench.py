@@ -37,12 +37,19 @@ def bench(tmp_path, *args, timeout=900):
 
 @pytest.mark.cores(1)
 def test_input(tmp_path):
-    result, out = bench(tmp_path, "input", "--rows", "6000", "--rounds", "1")
+    result, out = bench(tmp_path, "input", "--rows", "6000", "--rounds", "1", "--train-rows", "4000",
+                        "--rss-mb", "0.5,2")
     rates = {row["case"]: row["records_per_sec"] for row in result["rows"]}
     assert set(rates) == {"tfrecord-batch", "tfrecord-record", "libsvm-batch", "libsvm-record",
-                          "tfrecord-batch-cached", "tfrecord-batch-pipe"}
+                          "tfrecord-batch-cached", "tfrecord-batch-pipe", "csv-batch", "tsv.gz-batch", "parquet-batch"}
     assert all(rate > 0 for rate in rates.values())
     assert result["ratios"]["tfrecord_batch_over_record"] > 0 and "tfrecord batch over record" in out
+    trained = {row["format"]: row for row in result["training"]}
+    assert set(trained) == {"tfrecord", "libsvm", "csv", "tsv.gz", "parquet"} and trained["tfrecord"]["of_tfrecord"] == 1
+    assert all(row["samples_per_sec"] > 0 for row in trained.values())
+    sizes = [row["input_mb"] for row in result["memory"]]
+    assert len(sizes) == 2 and sizes[0] < sizes[1] and all(row["peak_rss_mb"] > 100 for row in result["memory"])
+    assert "Peak memory of a job on Parquet" in out and (tmp_path / "input-training.png").exists()
 
 
 @pytest.mark.cores(1)

@@ -125,17 +125,28 @@ def test_decode_table_reads_missing_values_as_missing():
     ([["1,2,3,x,y"], ["0,1,1,z,w"]], True, ["0,1,1,z,w"]),  # header=present: the first line, whatever it holds
     ([[], ["label,a,b,c,d", "1,2,3,x,y"]], None, ["1,2,3,x,y"]),  # an empty first block
 ])
-def test_headers_are_dropped(blocks, header, kept):
+def test_headers_are_dropped_from_a_stream(blocks, header, kept):
     dataset = tf.data.Dataset.from_generator(lambda: iter(blocks), output_signature=tf.TensorSpec([None], tf.string))
-    lines = raw_features.drop_headers(dataset, MAPPING, ",", header, "a.csv")
+    lines = raw_features.drop_headers(dataset, MAPPING, ",", header)
     assert [line.decode() for block in lines for line in block.numpy()] == kept
 
 
+@pytest.mark.parametrize("lines, header, count", [
+    (["label,a,b,c,d", "1,2,3,x,y"], None, 1),
+    (["1,2,3,x,y"], None, 0),
+    (["1,2,3,x,y"], True, 1),
+    (["label,a,b,c,d"], False, 0),
+    ([], None, 0),  # an empty file
+])
+def test_a_files_header_is_counted(lines, header, count):
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(lines, tf.string))
+    assert int(raw_features.header_count(dataset, MAPPING, ",", header, "a.csv")) == count
+
+
 def test_another_header_than_the_first_files_fails():
-    dataset = tf.data.Dataset.from_tensors(tf.constant(["label,b,a,c,d", "1,2,3,x,y"]))
-    lines = raw_features.drop_headers(dataset, MAPPING, ",", None, "b.csv", expected="label,a,b,c,d")
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(["label,b,a,c,d", "1,2,3,x,y"]))
     with pytest.raises(tf.errors.InvalidArgumentError) as error:
-        list(lines)
+        raw_features.header_count(dataset, MAPPING, ",", None, "b.csv", expected="label,a,b,c,d")
     assert str(diagnose.job_error_inside(error.value)) == (
         "b.csv has another header (label,b,a,c,d) than the channel's first file (label,a,b,c,d), by whose header its "
         "columns were found: give every file the same columns")

@@ -1,4 +1,5 @@
-"""Reading Parquet: by row group, each rank its slice, streams of objects split, bad files named."""
+"""Reading Parquet: by row group, streams of objects split, every row once across the ranks, bad
+files named."""
 import gzip
 import io
 import os
@@ -42,8 +43,8 @@ def write(path, data, row_group_size=100, **options):
     return str(path)
 
 
-def read_rows(source, kind="file", shard=(1, 0), spec=SPEC, **options):
-    reader = parquet.Reader(source, kind, shard, spec, parquet.Options(**options))
+def read_rows(source, kind="file", spec=SPEC, **options):
+    reader = parquet.Reader(source, kind, spec, parquet.Options(**options))
     rows = []
     for label, numeric, blobs, starts, lengths in reader.chunks():
         text = [[bytes(blobs[j][s:s + n]).decode() for j, (s, n) in enumerate(zip(starts[r], lengths[r]))]
@@ -71,16 +72,6 @@ def test_a_file_is_read_by_row_group_with_its_columns_by_name(tmp_path):
     path = write(tmp_path / "a.parquet", data)
     assert pq.ParquetFile(path).metadata.num_row_groups == 4
     assert same(read_rows(path, rows=64), expected_rows(data))
-
-
-@pytest.mark.parametrize("shards", [2, 3, 7])
-def test_each_rank_reads_its_slice_of_every_row_group(tmp_path, shards):
-    data = table(350)
-    path = write(tmp_path / "a.parquet", data)
-    parts = [read_rows(path, shard=(shards, index), rows=32) for index in range(shards)]
-    assert same([row for part in parts for row in part], expected_rows(data))
-    sizes = [len(part) for part in parts]
-    assert max(sizes) - min(sizes) <= 4  # at most a row a group apart
 
 
 def test_columns_by_position_and_a_dictionary_encoded_file(tmp_path):
@@ -194,17 +185,22 @@ def channel(path, mode="File", content_type=""):
 
 def test_the_pipeline_reads_parquet_through_tensorflow_by_name(tmp_path):
     """In a TensorFlow dataset the reader runs as a named PyFunc (what a parameter-server or
-    tf.data service worker calls), sharded as it reads: every row once across the ranks."""
+    tf.data service worker calls), its rows sharded as every format's: every row once across
+    the ranks, their shares a row apart at most."""
     data = table(500)
     write(tmp_path / "d" / "a.parquet", data.slice(0, 300))
     write(tmp_path / "d" / "b.parquet", data.slice(300))
-    seen = []
+    seen, shares = [], []
     for index in range(3):
         spec = InputSpec.for_channels([channel(tmp_path / "d")], None, (3, index), column_spec=SPEC)
+        share = 0
         for batch in records(spec, 0, 1).batch(1000):
-            seen += batch["label"].numpy().tolist()
+            seen += batch["numeric"].numpy()[:, 1].tolist()  # n2: a value per row
+            share += len(batch["label"])
             assert batch["categorical"].dtype == tf.string and batch["numeric"].shape[1] == 2
-    assert sorted(seen) == sorted(float(v) for v in data.column("click").to_pylist())
+        shares.append(share)
+    assert sorted(seen) == sorted(np.float32(v) for v in data.column("n2").to_pylist())
+    assert shares == [167, 167, 166]
     whole = InputSpec.for_channels([channel(tmp_path / "d")], None, column_spec=SPEC)
     assert len(row_fingerprints(next(iter(records(whole, 0, 1).batch(1000)))).numpy()) == 500
 

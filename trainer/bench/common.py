@@ -53,23 +53,42 @@ def default_model(feature_size: int | None = None, optimizer: str | None = None,
     return model
 
 
+def generated_data(folder: str, rows: int, data_format: str = "tfrecord", files: int = 4, eval_rows: int = 0,
+                   row_group_rows: int = 65536) -> dict:
+    """datagen's rows (`rows` for training, `eval_rows` for evaluation) in `folder`, in one
+    format: tfrecord, libsvm, csv, tsv, parquet, or any of them gzip-compressed (tsv.gz).
+    The same seed gives the same rows in every format. Returns datagen's result."""
+    import gzip
+    import shutil
+
+    from trainer.data import datagen
+
+    plain = data_format.removesuffix(".gz")
+    data = datagen.generate(os.path.join(folder, data_format), rows, eval_rows, files=files, data_format=plain,
+                            row_group_rows=row_group_rows)
+    if data_format.endswith(".gz"):
+        for path in data["files"]:
+            with open(path, "rb") as source, gzip.open(path + ".gz", "wb", compresslevel=1) as target:
+                shutil.copyfileobj(source, target)
+            os.remove(path)
+    return data
+
+
 def generated_spec(folder: str, rows: int, data_format: str = "tfrecord", files: int = 4):
     """`rows` generated records in `folder`, as the InputSpec of a File-mode training channel."""
     from trainer.contract.job import Channel
-    from trainer.data import datagen
     from trainer.data.pipeline import InputSpec
 
-    data = datagen.generate(os.path.join(folder, data_format), rows, 0, files=files, data_format=data_format)
-    return InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", data["train"])], data_format)
+    data = generated_data(folder, rows, data_format, files)
+    return InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", data["train"])], None)
 
 
 def job_input(spec, cache: bool = False, batch_size: int | None = None):
     """The job's own pipeline (defaults) over `spec`."""
     from trainer.data.pipeline import EpochInput
-    from trainer.data.records import batch_parser
 
-    return EpochInput(spec, batch_parser(spec.data_format, default("field_size")), batch_size or default("batch_size"),
-                      default("shuffle_buffer"), seed=0, cache=cache)
+    return EpochInput(spec, spec.parser(default("field_size"), default("feature_size")),
+                      batch_size or default("batch_size"), default("shuffle_buffer"), seed=0, cache=cache)
 
 
 def cached_batches(batches: int = 64, feature_size: int | None = None, batch_size: int | None = None):

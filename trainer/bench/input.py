@@ -1,26 +1,38 @@
-"""Records per second of the input pipeline alone (no training), side by side.
+"""Records per second of the input pipeline alone, and of training end to end, per format.
 
-TFRecord against libsvm text, many records parsed at once (the project's pipeline: a window
-of `shuffle_buffer` records parsed in one call, in blocks end to end) against one record at a
-time (shuffle, parse each, then batch), File against Pipe mode (a FIFO
-fed as SageMaker's agent does, read by the project's reader), and a cached pass (P18, P19,
-P24). Every case iterates the same generated data through the same pipeline code as a job
-(shuffle buffer and batch size of the defaults); the cases run in interleaved rounds and
-the figure is the median round.
+The input pipeline alone (no training): TFRecord against libsvm text, many records parsed at
+once (the project's pipeline: a window of `shuffle_buffer` records parsed in one call, in
+blocks end to end) against one record at a time (shuffle, parse each, then batch), File
+against Pipe mode (a FIFO fed as SageMaker's agent does, read by the project's reader), a
+cached pass (P18, P19, P24), and click logs as they land: CSV, gzip-compressed TSV and
+Parquet, their columns mapped and hashed in the graph. Every case iterates the same
+generated rows through the same pipeline code as a job (shuffle buffer and batch size of the
+defaults); the cases run in interleaved rounds and the figure is the median round.
+
+Training end to end: `trainer local` jobs of the built-in model on one host, the same rows in
+each format (TFRecord and libsvm converted from the Parquet rows by `trainer convert`: the very
+same features), with the input cache off so that every epoch reads and parses its format;
+their samples/s (the job's metrics) in interleaved rounds, and each format's against
+TFRecord's. Then the peak memory (RSS) of such a job, one epoch, on a small and a large Parquet
+input: reading by row group keeps it flat.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
-from trainer.bench.common import generated_spec, interleaved
+from trainer.bench.common import generated_data, generated_spec, interleaved
 from trainer.contract.hyperparameters import SPEC_BY_NAME
 
 CASES = ("tfrecord-batch", "tfrecord-record", "libsvm-batch", "libsvm-record", "tfrecord-batch-cached",
-         "tfrecord-batch-pipe")
+         "tfrecord-batch-pipe", "csv-batch", "tsv.gz-batch", "parquet-batch")
+TRAIN_FORMATS = ("tfrecord", "libsvm", "csv", "tsv.gz", "parquet")
+PARQUET_BYTES_PER_ROW = 116  # datagen's rows as Parquet (snappy), to size the memory runs' inputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shuffle-buffer", type=int, default=SPEC_BY_NAME["shuffle_buffer"].default)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--train-rows", type=int, default=200_000, help="rows of each end-to-end job (0: none)")
+    parser.add_argument("--train-formats", default=",".join(TRAIN_FORMATS))
+    parser.add_argument("--train-batch-size", type=int, default=1024)
+    parser.add_argument("--rss-mb", default="100,2000",
+                        help="Parquet inputs (MB, comma-separated) whose jobs' peak memory is measured (empty: none)")
 
 
 def per_record_parser(data_format: str, field_size: int):
@@ -53,12 +70,11 @@ class Case:
 
     def __init__(self, name: str, spec, args):
         from trainer.data.pipeline import EpochInput, records
-        from trainer.data.records import batch_parser
 
         self.name = name
-        field_size = SPEC_BY_NAME["field_size"].default
+        field_size, feature_size = SPEC_BY_NAME["field_size"].default, SPEC_BY_NAME["feature_size"].default
         per_record = name.split("-")[1] == "record"
-        self.input = EpochInput(spec, batch_parser(spec.data_format, field_size), args.batch_size,
+        self.input = EpochInput(spec, spec.parser(field_size, feature_size), args.batch_size,
                                 args.shuffle_buffer, seed=0, cache=name.endswith("cached"))
         self.pass_index = 0
         if per_record:
@@ -91,35 +107,114 @@ def records_per_sec(case: Case) -> float:
     return count_records(case.next_pass()) / (time.perf_counter() - started)
 
 
-def run(args: argparse.Namespace) -> dict:
+def pipeline_rates(args, folder: str) -> dict:
     from trainer.local.runner import PipeFeeder
 
     cases = args.cases.split(",")
+    specs = {data_format: generated_spec(folder, args.rows, data_format, args.files)
+             for data_format in {name.split("-")[0] for name in cases}}
+    feeders, built = [], {}
+    for name in cases:
+        spec = specs[name.split("-")[0]]
+        if name.endswith("pipe"):
+            fifo_prefix = os.path.join(folder, f"{name}-fifo", "training")
+            os.makedirs(os.path.dirname(fifo_prefix))
+            feeder = PipeFeeder(fifo_prefix, list(spec.files))
+            feeder.start()
+            feeders.append(feeder)
+            pipe = dataclasses.replace(spec.channels[0], input_mode="Pipe", path=fifo_prefix)
+            spec = dataclasses.replace(spec, channels=(pipe,), files=())
+        built[name] = Case(name, spec, args)
+        if name.endswith("cached"):
+            count_records(built[name].next_pass())  # fills the cache: later passes read memory
+    try:
+        return interleaved({name: (lambda case=case: records_per_sec(case)) for name, case in built.items()},
+                           args.rounds)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+
+
+def training_data(args, folder: str) -> dict:
+    """{format: its training and evaluation folders}: the same rows in each format."""
+    from trainer.data import convert
+
+    formats = args.train_formats.split(",")
+    rows = {"train": args.train_rows, "eval": max(1, args.train_rows // 10)}
+    parquet = generated_data(folder, rows["train"], "parquet", args.files, rows["eval"])
+    data = {"parquet": {"training": parquet["train"], "evaluation": parquet["eval"]}}
+    for data_format in formats:
+        if data_format in ("tfrecord", "libsvm"):  # converted from the Parquet rows: their very features
+            data[data_format] = {}
+            for channel, source in data["parquet"].items():
+                out = os.path.join(folder, data_format, channel)
+                files = sorted(os.path.join(source, name) for name in os.listdir(source))
+                convert.convert(files, out, output_format=data_format, num_files=len(files))
+                data[data_format][channel] = out
+        elif data_format != "parquet":
+            generated = generated_data(folder, rows["train"], data_format, args.files, rows["eval"])
+            data[data_format] = {"training": generated["train"], "evaluation": generated["eval"]}
+    return {data_format: data[data_format] for data_format in formats}
+
+
+def job_command(job_dir: str, channels: dict, hyperparameters: dict) -> list[str]:
+    command = [sys.executable, "-m", "trainer", "local", "--job-dir", job_dir]
+    for name, path in channels.items():
+        command += ["--channel", f"{name}={path}"]
+    for key, value in hyperparameters.items():
+        command += ["--hp", f"{key}={value}"]
+    return command
+
+
+def run_job(job_dir: str, channels: dict, hyperparameters: dict) -> tuple[dict, float]:
+    """A `trainer local` job of its own: (its metrics, the peak RSS in MB of its largest process)."""
+    from trainer.report import read_metrics
+
+    process = subprocess.Popen(job_command(job_dir, channels, hyperparameters), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)  # the job's own children's peak, not this process's
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"bench input: the job in {job_dir} failed:\n{output[-3000:]}")
+    return read_metrics(os.path.join(job_dir, "output", "data")), usage.ru_maxrss / 1024
+
+
+def training_rates(args, folder: str) -> dict:
+    """{format: median samples/s over the rounds} of one-host jobs, cache off."""
+    data = training_data(args, folder)
+    hyperparameters = {"num_epochs": 2, "batch_size": args.train_batch_size, "cache_input": "false"}
+    counter = iter(range(1 << 30))
+
+    def measure(data_format):
+        job_dir = os.path.join(folder, "jobs", f"{data_format}-{next(counter)}")
+        metrics, _ = run_job(job_dir, data[data_format], hyperparameters)
+        return metrics["train_samples_per_sec"]
+
+    return interleaved({data_format: (lambda f=data_format: measure(f)) for data_format in data}, args.rounds)
+
+
+def peak_memory(args, folder: str) -> list[dict]:
+    """Per Parquet input size: one epoch's peak RSS (MB) of its job, cache off."""
+    rows = []
+    for megabytes in [float(size) for size in args.rss_mb.split(",") if size.strip()]:
+        count = int(megabytes * 1e6 / PARQUET_BYTES_PER_ROW)
+        data = generated_data(os.path.join(folder, f"rss-{megabytes:g}"), count, "parquet", args.files, 1000)
+        size = sum(os.path.getsize(os.path.join(data["train"], name)) for name in os.listdir(data["train"]))
+        metrics, peak = run_job(os.path.join(folder, f"rss-{megabytes:g}-job"),
+                                {"training": data["train"], "evaluation": data["eval"]},
+                                {"num_epochs": 1, "batch_size": args.train_batch_size, "cache_input": "false"})
+        rows.append({"input_mb": round(size / 1e6, 1), "rows": count, "peak_rss_mb": round(peak, 1),
+                     "samples_per_sec": metrics["train_samples_per_sec"]})
+    return rows
+
+
+def run(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="trainer-bench-input-") as folder:
-        specs = {data_format: generated_spec(folder, args.rows, data_format, args.files)
-                 for data_format in ("tfrecord", "libsvm")}
-        feeders = []
-        built = {}
-        for name in cases:
-            spec = specs[name.split("-")[0]]
-            if name.endswith("pipe"):
-                fifo_prefix = os.path.join(folder, f"{name}-fifo", "training")
-                os.makedirs(os.path.dirname(fifo_prefix))
-                feeder = PipeFeeder(fifo_prefix, list(spec.files))
-                feeder.start()
-                feeders.append(feeder)
-                pipe = dataclasses.replace(spec.channels[0], input_mode="Pipe", path=fifo_prefix)
-                spec = dataclasses.replace(spec, channels=(pipe,), files=())
-            built[name] = Case(name, spec, args)
-            if name.endswith("cached"):
-                count_records(built[name].next_pass())  # fills the cache: later passes read memory
-        try:
-            medians = interleaved({name: (lambda case=case: records_per_sec(case)) for name, case in built.items()},
-                                  args.rounds)
-        finally:
-            for feeder in feeders:
-                feeder.stop()
-    rows = [{"case": name, "records_per_sec": round(medians[name], 1)} for name in cases]
+        medians = pipeline_rates(args, os.path.join(folder, "pipeline"))
+        training = training_rates(args, os.path.join(folder, "training")) if args.train_rows else {}
+        memory = peak_memory(args, os.path.join(folder, "memory"))
+    rows = [{"case": name, "records_per_sec": round(medians[name], 1)} for name in args.cases.split(",")]
     rates = {row["case"]: row["records_per_sec"] for row in rows}
     ratios = {}
     for data_format in ("tfrecord", "libsvm"):
@@ -128,8 +223,16 @@ def run(args: argparse.Namespace) -> dict:
                 rates[f"{data_format}-batch"] / rates[f"{data_format}-record"], 2)
     if "tfrecord-batch" in rates and "libsvm-batch" in rates:
         ratios["tfrecord_over_libsvm"] = round(rates["tfrecord-batch"] / rates["libsvm-batch"], 2)
-    return {"benchmark": "input", "rows": rows, "ratios": ratios, "records": args.rows,
-            "batch_size": args.batch_size, "shuffle_buffer": args.shuffle_buffer, "rounds": args.rounds}
+    trained = [{"format": f, "samples_per_sec": round(rate, 1),
+                "of_tfrecord": round(rate / training["tfrecord"], 3) if training.get("tfrecord") else None}
+               for f, rate in training.items()]
+    result = {"benchmark": "input", "rows": rows, "ratios": ratios, "records": args.rows,
+              "batch_size": args.batch_size, "shuffle_buffer": args.shuffle_buffer, "rounds": args.rounds,
+              "training": trained, "training_rows": args.train_rows, "training_batch_size": args.train_batch_size,
+              "memory": memory}
+    if len(memory) > 1:
+        result["memory_largest_over_smallest"] = round(memory[-1]["peak_rss_mb"] / memory[0]["peak_rss_mb"], 3)
+    return result
 
 
 DESCRIPTIONS = {
@@ -139,6 +242,9 @@ DESCRIPTIONS = {
     "libsvm-record": "libsvm text, File, parse each record then batch",
     "tfrecord-batch-cached": "TFRecord, File, the pipeline from its in-memory cache (a later epoch)",
     "tfrecord-batch-pipe": "TFRecord, Pipe (FIFO), the pipeline on the project's reader",
+    "csv-batch": "raw Criteo columns as CSV, File: decoded, hashed and transformed a window at once",
+    "tsv.gz-batch": "raw Criteo columns as gzip-compressed TSV, File",
+    "parquet-batch": "raw Criteo columns as Parquet, File: read by row group, hashed in the graph",
 }
 
 
@@ -148,12 +254,31 @@ def table(result: dict) -> str:
         lines.append(f"{row['case']} | {DESCRIPTIONS[row['case']]} | {row['records_per_sec']:,.0f}")
     lines.append("")
     lines += [f"- {key.replace('_', ' ')}: {value}x" for key, value in result["ratios"].items()]
+    if result["training"]:
+        lines += ["", f"Training end to end (one host, built-in DeepFM, {result['training_rows']:,} rows, batch "
+                      f"{result['training_batch_size']}, cache off):", "",
+                  "format | samples/s | of TFRecord's", "--- | --- | ---"]
+        lines += [f"{row['format']} | {row['samples_per_sec']:,.0f} | {row['of_tfrecord']}"
+                  for row in result["training"]]
+    if result["memory"]:
+        lines += ["", "Peak memory of a job on Parquet (one epoch, cache off):", "",
+                  "input MB | rows | peak RSS MB | samples/s", "--- | --- | --- | ---"]
+        lines += [f"{row['input_mb']:,} | {row['rows']:,} | {row['peak_rss_mb']:,} | {row['samples_per_sec']:,.0f}"
+                  for row in result["memory"]]
+        if "memory_largest_over_smallest" in result:
+            lines.append(f"\n- largest input's peak RSS over the smallest's: {result['memory_largest_over_smallest']}x")
     return "\n".join(lines)
 
 
 def charts(result: dict):
     from trainer.bench.charts import Chart
 
-    return [Chart("input", "Input pipeline alone", "records/s", [row["case"] for row in result["rows"]],
+    made = [Chart("input", "Input pipeline alone", "records/s", [row["case"] for row in result["rows"]],
                   [row["records_per_sec"] for row in result["rows"]], highlight=["tfrecord-batch"],
-                  note="Batch then parse (P18) against parse then batch; TFRecord against libsvm text.")]
+                  note="Batch then parse (P18) against parse then batch; TFRecord, libsvm, CSV, TSV.gz, Parquet.")]
+    if result["training"]:
+        made.append(Chart("input-training", "Training end to end, per format", "samples/s",
+                          [row["format"] for row in result["training"]],
+                          [row["samples_per_sec"] for row in result["training"]], highlight=["tfrecord"],
+                          note="The same rows; the input cache off, so every epoch parses its format."))
+    return made

@@ -197,7 +197,7 @@ def _parquet_rows(task: Task, writer) -> int:
     from trainer.data.raw_features import features_of
 
     table = task.table
-    reader = parquet.Reader("", "file", (1, 0), table.column_spec, parquet.Options())
+    reader = parquet.Reader("", "file", table.column_spec, parquet.Options())
     count = 0
     for path, groups in task.segments:
         for label, numeric, blobs, starts, lengths in reader.file_chunks(f"file {path}", parquet.open_file(path),

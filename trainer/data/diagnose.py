@@ -21,10 +21,17 @@ _ID_OUT_OF_RANGE = re.compile(r"indices\[[^\]]*\] = (-?\d+) is not in \[0, (\d+)
 
 
 def job_error_inside(tf_error: Exception) -> JobError | None:
-    """A JobError raised inside a tf.data generator reaches us wrapped in a TF error."""
-    match = _JOB_ERROR_IN_TF.search(str(tf_error))
-    # An Assert's message comes in brackets, its quotes escaped: "[JobError: the channel\\'s ...]".
-    return JobError(match.group(1).strip().removesuffix("]").replace("\\'", "'")) if match else None
+    """A JobError raised inside a tf.data generator reaches us wrapped in a TF error; one an
+    Assert raised comes quoted, in brackets in a graph ([JobError: the channel\\'s ...]), as
+    bytes where it ran eagerly (b"JobError: the channel's ...")."""
+    message = str(tf_error)
+    match = _JOB_ERROR_IN_TF.search(message)
+    if not match:
+        return None
+    text = match.group(1).strip()
+    if match.start() and message[match.start() - 1] in "[\"'":
+        text = text.removesuffix("]").rstrip("\"'").replace("\\'", "'")
+    return JobError(text)
 
 
 def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobError | None:

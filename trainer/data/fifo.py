@@ -214,12 +214,16 @@ def tfrecord_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_
         yield chunk
 
 
+def gzip_stream_error(path: str) -> str:
+    return (f"{path}: the stream is gzip-compressed but the channel's CompressionType is None: set "
+            "CompressionType=Gzip for this channel (SageMaker then streams it decompressed)")
+
+
 def _not_tfrecord(path: str, record_index: int, length: int, first_bytes: bytes, recordio: bool) -> str:
     """Why a stream's record length is impossible: the channel setting its first bytes say
     is wrong (gzip's or RecordIO's magic number), else not TFRecord at all."""
     if record_index == 0 and first_bytes[:2] == GZIP_MAGIC_BYTES:
-        return (f"{path}: the stream is gzip-compressed but the channel's CompressionType is None: set "
-                "CompressionType=Gzip for this channel (SageMaker then streams it decompressed)")
+        return gzip_stream_error(path)
     if record_index == 0 and first_bytes == RECORDIO_MAGIC_BYTES and not recordio:
         return (f"{path}: the stream is RecordIO-wrapped (it starts with RecordIO's magic number) but the channel's "
                 "RecordWrapperType is None: set RecordWrapperType=RecordIO for this channel, or send it unwrapped")
@@ -233,6 +237,8 @@ def line_chunks(path: str, records_per_chunk: int = RECORDS_PER_CHUNK, wait_sec:
     stream of RecordIO records, each ending its last line)."""
     chunk = []
     with open_stream(path, wait_sec, recordio, separator=b"\n") as raw, io.BufferedReader(raw, READ_SIZE) as stream:
+        if stream.peek(2)[:2] == GZIP_MAGIC_BYTES:
+            raise JobError(gzip_stream_error(path))
         for line in stream:
             line = line.strip()
             if line:

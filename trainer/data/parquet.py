@@ -1,10 +1,10 @@
 """Reading Parquet into the input pipeline: a row group at a time, as columns, with pyarrow.
 
 A file is read by row group (`ParquetFile.iter_batches`: never a whole file or table in
-memory, no pandas), only the columns the model trains on; each rank takes its own contiguous
-slice of every row group (rows [R*i/n, R*(i+1)/n) of a group of R rows for rank i of n), so
-every row is read once an epoch across the ranks and their shares differ by at most a row a
-group. In Pipe mode the channel's objects arrive back to back on the FIFO: each is split off
+memory, no pandas), only the columns the model trains on; the pipeline then shards its rows as
+every format's (trainer.data.pipeline: row k of the stream to rank k % n), so the same rows
+reach the same ranks in the same order whatever their format. In Pipe mode the channel's
+objects arrive back to back on the FIFO: each is split off
 where its footer ends (the footer's length and `PAR1`, where the next object's `PAR1` begins)
 and read from memory, one object at a time; a gzip-compressed file the same way.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainer.data.columns import ColumnMapping, ColumnSpec, resolve_columns
-from trainer.data.fifo import READ_SIZE, open_stream
+from trainer.data.fifo import GZIP_MAGIC_BYTES, READ_SIZE, gzip_stream_error, open_stream
 from trainer.errors import JobError
 
 ROWS_PER_CHUNK = 8192
@@ -82,6 +82,8 @@ def objects_in_stream(stream, where: str):
             continue
         if not buffer and ended:
             return
+        if buffer[:2] == GZIP_MAGIC_BYTES:
+            raise JobError(gzip_stream_error(where))
         if buffer[:4] != MAGIC:
             raise JobError(f"{where}: Parquet object {count} does not start with Parquet's PAR1 magic (its first "
                            f"bytes: {bytes(buffer[:8])!r}): the channel's objects are not Parquet files")
@@ -124,10 +126,10 @@ class Options:
 
 
 class Reader:
-    """The rows of one file or stream this rank reads, `rows` at a time, as arrays."""
+    """The rows of one file or stream, `rows` at a time, as arrays."""
 
-    def __init__(self, source: str, kind: str, shard: tuple[int, int], spec: ColumnSpec, options: Options):
-        self.source, self.kind, self.shard, self.spec, self.options = source, kind, shard, spec, options
+    def __init__(self, source: str, kind: str, spec: ColumnSpec, options: Options):
+        self.source, self.kind, self.spec, self.options = source, kind, spec, options
         self.bad_rows: set[int] = set()  # rows of the chunk being made with a number that is not one
 
     def files(self):
@@ -156,7 +158,7 @@ class Reader:
             yield from self.file_chunks(where, parquet)
 
     def file_chunks(self, where: str, parquet, groups=None):
-        """This rank's rows of a ParquetFile's row groups (`groups`: these only), in chunks."""
+        """A ParquetFile's rows (`groups`: of these row groups only), in chunks."""
         import pyarrow as pa
 
         names = tuple(parquet.schema_arrow.names)
@@ -164,21 +166,13 @@ class Reader:
         columns = [mapping.label.name] + [c.name for c in mapping.features]
         starts = np.cumsum([0] + [parquet.metadata.row_group(g).num_rows
                                   for g in range(parquet.metadata.num_row_groups)])
-        count, index = self.shard
         for group in range(parquet.metadata.num_row_groups) if groups is None else groups:
-            rows = int(starts[group + 1] - starts[group])
-            low, high = rows * index // count, rows * (index + 1) // count
-            position = 0
+            position = int(starts[group])
             try:
                 for batch in parquet.iter_batches(batch_size=self.options.rows, row_groups=[group],
                                                   columns=columns, use_threads=False):
-                    start, stop = max(low - position, 0), min(high - position, batch.num_rows)
-                    if stop > start:
-                        yield self._marked(self._arrays(batch.slice(start, stop - start), mapping,
-                                                        f"{where} row group {group}", int(starts[group]) + position + start))
+                    yield self._marked(self._arrays(batch, mapping, f"{where} row group {group}", position))
                     position += batch.num_rows
-                    if position >= high:
-                        break
             except (OSError, pa.ArrowException) as err:
                 raise JobError(f"{where}: row group {group} is truncated or corrupt ({err})") from None
 
@@ -294,13 +288,13 @@ _LOCK = threading.Lock()
 FIFO_OF_CHANNEL: dict = {}
 
 
-def _open(source: bytes, kind: bytes, shard_count, shard_index, spec: bytes, options: bytes):
+def _open(source: bytes, kind: bytes, spec: bytes, options: bytes):
     source, kind = source.decode(), kind.decode()
     settings = Options(**json.loads(options.decode()))
     if kind == "channel":  # a parameter-server worker's own FIFO: "<channel>:<pass>"
         name, _, pass_index = source.rpartition(":")
         source, kind = FIFO_OF_CHANNEL["path"](name, int(pass_index)), "stream"
-    reader = Reader(source, kind, (int(shard_count), int(shard_index)), spec_from_json(spec.decode()), settings)
+    reader = Reader(source, kind, spec_from_json(spec.decode()), settings)
     with _LOCK:
         handle = next(_HANDLES)
         _READERS[handle] = (reader, reader.chunks())
@@ -331,17 +325,16 @@ def register_readers() -> None:
         script_ops._py_funcs._funcs[token] = function
 
 
-def blocks(source, kind: str, shard_count, shard_index, spec: ColumnSpec, options: Options):
+def blocks(source, kind: str, spec: ColumnSpec, options: Options):
     """A tf.data.Dataset of Columns blocks (trainer.data.raw_features) of one file or stream:
-    `source` a path (kind file or stream) or "<channel>:<pass>" (kind channel, on a
-    parameter-server worker); shard count and index may be tensors."""
+    `source` a path (kind file or stream; a tensor in a file's interleave) or "<channel>:<pass>"
+    (kind channel, on a parameter-server worker)."""
     import tensorflow as tf
 
     register_readers()
     numeric, categorical = spec.counts()
-    arguments = [tf.convert_to_tensor(source, tf.string), tf.constant(kind),
-                 tf.cast(shard_count, tf.int64), tf.cast(shard_index, tf.int64),
-                 tf.constant(spec_to_json(spec)), tf.constant(json.dumps(options.__dict__))]
+    arguments = [tf.convert_to_tensor(source, tf.string), tf.constant(kind), tf.constant(spec_to_json(spec)),
+                 tf.constant(json.dumps(options.__dict__))]
 
     def opened(_):
         return tf.raw_ops.PyFunc(input=arguments, token=OPEN_TOKEN, Tout=[tf.int64])[0]

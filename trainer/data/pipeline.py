@@ -209,18 +209,26 @@ class InputSpec:
         return f"columns{pipe}: {self.columns.summary(feature_size)}"
 
 
-def _parquet_blocks(spec: InputSpec, source, kind: str, shard_index, wait_sec: float | None = None):
-    """A Parquet file's or stream's Columns blocks, this process's share (sharded as read)."""
+def _parquet_blocks(spec: InputSpec, source, kind: str, wait_sec: float | None = None):
+    """A Parquet file's or stream's Columns blocks, in blocks of READ_BLOCK_RECORDS rows as the
+    other formats' (so that files interleave alike, and every format shards alike)."""
     options = parquet.Options(wait_sec=wait_sec, recordio=spec.channels[0].is_recordio_wrapped,
                               skip_bad=spec.skip_bad_records)
-    return parquet.blocks(source, kind, spec.shard_count, shard_index, spec.column_spec, options)
+    return parquet.blocks(source, kind, spec.column_spec, options).rebatch(READ_BLOCK_RECORDS)
 
 
-def _table_without_headers(spec: InputSpec, blocks, where):
-    """A CSV or TSV stream's blocks of lines without its header lines."""
+def _table_without_headers(spec: InputSpec, blocks):
+    """A CSV or TSV stream's blocks of lines without its header lines (Pipe mode: each object's)."""
     from trainer.data.raw_features import drop_headers
 
-    return drop_headers(blocks, spec.columns, spec.delimiter, spec.header, where, spec.header_line)
+    return drop_headers(blocks, spec.columns, spec.delimiter, spec.header)
+
+
+def _without_header(spec: InputSpec, lines, path):
+    """A CSV or TSV file's lines after its header, when it has one."""
+    from trainer.data.raw_features import header_count
+
+    return lines.skip(header_count(lines, spec.columns, spec.delimiter, spec.header, path, spec.header_line))
 
 
 def _file_blocks(spec: InputSpec):
@@ -231,19 +239,20 @@ def _file_blocks(spec: InputSpec):
     # compression_of, in the graph: a parameter-server worker lists its files there.
     # TensorFlow's readers take the compression as a tensor, so each file gets its own.
     channel_gzip = "GZIP" if spec.is_gzip else ""
-    shard_index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
 
     def read(path):
         if spec.is_parquet:
-            return _parquet_blocks(spec, path, "file", shard_index)
+            return _parquet_blocks(spec, path, "file")
         compression = tf.where(tf.strings.regex_full_match(path, r"(?i).*\.gz"), "GZIP", channel_gzip)
         if spec.data_format == "tfrecord":
-            records_ = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
-        else:  # empty lines dropped a block at a time: a filter's per-line call costs more than reading
-            lines = tf.data.TextLineDataset(path, compression_type=compression).batch(READ_BLOCK_RECORDS)
-            blocks = lines.map(lambda block: tf.boolean_mask(block, tf.strings.length(tf.strings.strip(block)) > 0))
-            return _table_without_headers(spec, blocks, path) if spec.columns is not None else blocks
-        return records_.batch(READ_BLOCK_RECORDS)
+            return tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20).batch(
+                READ_BLOCK_RECORDS)
+        lines = tf.data.TextLineDataset(path, compression_type=compression)
+        if spec.columns is not None:  # a table's header: left out before the blocks, which then hold rows alike
+            lines = _without_header(spec, lines, path)
+        # Empty lines dropped a block at a time: a filter's per-line call costs more than reading.
+        return lines.batch(READ_BLOCK_RECORDS).map(
+            lambda block: tf.boolean_mask(block, tf.strings.length(tf.strings.strip(block)) > 0))
 
     if spec.on_ps_worker or (spec.on_data_hosts and not spec.files):  # the folders' top-level files, sorted, where read
         files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
@@ -294,12 +303,11 @@ def _pipe_mode_dataset(channel: Channel, data_format: str):
 
 def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str):
     dataset = None
-    shard_index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
     for channel in spec.channels:
         if spec.is_parquet:
             source, kind = ((f"{channel.name}:{pipe_epoch}", "channel") if spec.on_ps_worker
                             else (channel.fifo_path(pipe_epoch), "stream"))
-            stream = _parquet_blocks(spec, source, kind, shard_index, pipe_wait_sec)
+            stream = _parquet_blocks(spec, source, kind, pipe_wait_sec)
         elif spec.on_ps_worker:
             stream = ps_worker_input.host_fifo_blocks(channel.name, pipe_epoch, spec.data_format)
         else:
@@ -310,7 +318,7 @@ def _pipe_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader:
             else:
                 stream = fifo_blocks(path, spec.data_format, pipe_wait_sec, recordio=channel.is_recordio_wrapped)
         if spec.columns is not None and not spec.is_parquet:
-            stream = _table_without_headers(spec, stream, channel.fifo_path(pipe_epoch))
+            stream = _table_without_headers(spec, stream)
         dataset = stream if dataset is None else dataset.concatenate(stream)
     return dataset
 
@@ -320,12 +328,15 @@ def shard_blocks(blocks, shard_count: int, shard_index: int):
     record, but a block at a time (tf.data's shard works on whole elements)."""
     import tensorflow as tf
 
-    def keep(offset, block):
-        size = tf.shape(block, out_type=tf.int64)[0]
-        position = offset + tf.range(size, dtype=tf.int64)
-        return offset + size, tf.boolean_mask(block, position % shard_count == shard_index)
+    def rows(block):  # a block of records, or of Parquet's Columns
+        return tf.shape(tf.nest.flatten(block)[0], out_type=tf.int64)[0]
 
-    return blocks.scan(tf.constant(0, tf.int64), keep).filter(lambda block: tf.size(block) > 0)
+    def keep(offset, block):
+        size = rows(block)
+        mine = (offset + tf.range(size, dtype=tf.int64)) % shard_count == shard_index
+        return offset + size, tf.nest.map_structure(lambda tensor: tf.boolean_mask(tensor, mine), block)
+
+    return blocks.scan(tf.constant(0, tf.int64), keep).filter(lambda block: rows(block) > 0)
 
 
 def record_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader: str = "project"):
@@ -336,7 +347,7 @@ def record_blocks(spec: InputSpec, pipe_epoch: int, pipe_wait_sec: float, reader
         blocks = _pipe_blocks(spec, pipe_epoch, pipe_wait_sec, reader)
     else:
         blocks = _file_blocks(spec)
-    if spec.shard_count > 1 and not spec.is_parquet:  # Parquet: sharded as it is read
+    if spec.shard_count > 1:
         index = ps_worker_input.worker_index() if spec.on_ps_worker else spec.shard_index
         blocks = shard_blocks(blocks, spec.shard_count, index)
     return blocks

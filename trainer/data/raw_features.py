@@ -70,6 +70,15 @@ def decode_table(lines, mapping: ColumnMapping, delimiter: str, label_required: 
     }
 
 
+def named_columns(columns: dict, mapping: ColumnMapping) -> dict:
+    """Columns -> {column name: its values}: the label and numeric columns float32, the
+    categorical ones strings."""
+    named = {mapping.label.name: columns["label"]}
+    named.update({c.name: columns["numeric"][:, i] for i, c in enumerate(mapping.numeric)})
+    named.update({c.name: columns["categorical"][:, j] for j, c in enumerate(mapping.categorical)})
+    return named
+
+
 def table_parser(mapping: ColumnMapping, delimiter: str, feature_size: int, bad_records=None):
     """A window of lines -> (features, label), as every other format's parser."""
     if bad_records is not None:
@@ -93,26 +102,39 @@ def is_header(lines, label_position: int, delimiter: str):
     return tf.logical_not(tf.strings.regex_full_match(label, NUMBER_PATTERN))
 
 
-def drop_headers(blocks, mapping: ColumnMapping, delimiter: str, header: bool | None, where,
-                 expected: str = ""):
-    """Blocks of lines without their header: every line equal to the stream's first line,
-    when that one is a header (`header` True or False: as the ContentType says; None: its
-    label field is not a number). Pipe mode streams every object's header; a file's is its
-    first line. `expected`: the header every file must have (the mapping was read by name
-    from one); another fails, naming `where` (a file, a tensor in File mode)."""
+def first_is_header(first, mapping: ColumnMapping, delimiter: str, header: bool | None):
+    """Whether a stream's first line (string[1]) is its header: as the ContentType says
+    (`header`), or (None) its label field is not a number."""
+    if header is not None:
+        return tf.constant(header)
+    return tf.reduce_any(is_header(first, mapping.label.position, delimiter))
+
+
+def header_count(lines, mapping: ColumnMapping, delimiter: str, header: bool | None, where, expected: str = ""):
+    """1 where a file's first line is its header, else 0 (a scalar int64 tensor). `expected`:
+    the header it must have (the mapping was read by name from another file's); another fails,
+    naming `where`."""
+    first = lines.take(1).reduce(tf.constant(""), lambda _, line: line)
+    found = tf.logical_and(first_is_header(tf.reshape(first, [1]), mapping, delimiter, header),
+                           tf.strings.length(first) > 0)
+    if expected:  # one message, which trainer.data.diagnose finds in the error
+        check = tf.debugging.Assert(tf.logical_or(tf.logical_not(found), tf.equal(first, expected)), [tf.strings.join([
+            "JobError: ", where, " has another header (", first, ") than the channel's first file (", expected,
+            "), by whose header its columns were found: give every file the same columns"])])
+        with tf.control_dependencies([check]):
+            found = tf.identity(found)
+    return tf.cast(found, tf.int64)
+
+
+def drop_headers(blocks, mapping: ColumnMapping, delimiter: str, header: bool | None):
+    """A stream's blocks of lines without their headers: every line equal to the stream's
+    first line, when that one is a header. Pipe mode streams every object's header."""
     def step(state, block):
         first_seen, known = state
 
         def learn():
-            first = block[:1]
-            found = (tf.constant(bool(header)) if header is not None else
-                     tf.reduce_any(is_header(first, mapping.label.position, delimiter)))
-            line = tf.cond(found, lambda: first[0], lambda: tf.constant(NOT_A_HEADER))
-            if expected:  # one message, which trainer.data.diagnose finds in the error
-                tf.debugging.Assert(tf.logical_or(tf.logical_not(found), tf.equal(line, expected)), [tf.strings.join([
-                    "JobError: ", where, " has another header (", line, ") than the channel's first file (", expected,
-                    "), by whose header its columns were found: give every file the same columns"])])
-            return line
+            found = first_is_header(block[:1], mapping, delimiter, header)
+            return tf.cond(found, lambda: block[0], lambda: tf.constant(NOT_A_HEADER))
 
         header_line = tf.cond(first_seen | (tf.size(block) == 0), lambda: known, learn)
         seen = first_seen | (tf.size(block) > 0)
