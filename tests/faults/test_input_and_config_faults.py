@@ -213,8 +213,8 @@ def test_a_parquet_file_without_a_column_names_the_file_and_its_columns(criteo_r
     """The second file of a channel lacks a column the first has (a schema that drifted)."""
     folder = parquet_files(tmp_path / "logs", criteo_rows, None, lambda table: table.drop(["I3"]))
     run, seconds = timed_run(tmp_path, {"training": str(folder)}, {"batch_size": 16, "num_epochs": 1})
-    failed_as(run, seconds, r"file \S+/part-1\.parquet: numeric_columns \(auto: Criteo's layout.*\)? ?names column "
-                            r"'I3', which it does not have; its columns: label, I1, I2, I4, ", record_fault,
+    failed_as(run, seconds, r"channel 'training': file \S+/part-1\.parquet: it has no column 'I3' \(numeric_columns\); its columns: label, "
+                            r"I1, I2, I4, ", record_fault,
               "a Parquet file without a column the job trains on")
 
 
@@ -225,7 +225,7 @@ def test_a_damaged_parquet_file_is_named(criteo_rows, tmp_path, record_fault, da
     data = second.read_bytes()
     second.write_bytes(data[:len(data) // 2] if damage == "truncated" else data[:-40] + b"\xff" * 36 + data[-4:])
     run, seconds = timed_run(tmp_path, {"training": str(folder)}, {"batch_size": 16, "num_epochs": 1})
-    failed_as(run, seconds, r"file \S+/part-1\.parquet: not a readable Parquet file, truncated or corrupt \(",
+    failed_as(run, seconds, r"channel 'training': file \S+/part-1\.parquet: not a readable Parquet file, truncated or corrupt \(",
               record_fault, f"a {damage} Parquet file")
 
 

@@ -65,8 +65,8 @@ def test_criteo_by_name_and_by_position_agree_on_names():
 @pytest.mark.parametrize("spec, names, width, message", [
     (ColumnSpec(("click",)), None, 40, r"file a.csv: label_column name columns, but it has no header: give 0-based "
                                        r"positions"),
-    (ColumnSpec(("click",)), ("label", "I1"), 2, r"label_column names column 'click', which it does not have; its "
-                                                 r"columns: label, I1"),
+    (ColumnSpec(("click",)), ("label", "I1"), 2, r"it has no column 'click' \(label_column\); its columns: "
+                                                 r"label, I1"),
     (ColumnSpec(), None, 39, r"numeric_columns \(auto: Criteo's layout.*\) asks for column 1|categorical_columns "
                              r"\(auto: Criteo's layout, label, I1..I13, C1..C26 at 0..39\) asks for column 39 "
                              r"\(0-based\), but its rows have 39 columns"),

@@ -153,7 +153,7 @@ def test_bad_rows_are_marked_for_skip_bad_records(tmp_path):
 
 def test_a_missing_column_names_the_file_and_its_columns(tmp_path):
     path = write(tmp_path / "a.parquet", table(10).drop(["n2"]))
-    with pytest.raises(JobError, match=r"file \S+a.parquet: numeric_columns names column 'n2', which it does not have; "
+    with pytest.raises(JobError, match=r"file \S+a.parquet: it has no column 'n2' \(numeric_columns\); "
                                        r"its columns: id, click, n1, c1, c2"):
         read_rows(path)
 

@@ -117,6 +117,12 @@ class ColumnMapping:
     def features(self) -> tuple[Column, ...]:
         return self.numeric + self.categorical
 
+    def by_names(self) -> ColumnSpec:
+        """The spec of these very columns, by name: what every other file of the channel is read
+        by (auto, once placed on the first file, stays that file's choice)."""
+        return ColumnSpec((self.label.name,), tuple(c.name for c in self.numeric),
+                          tuple(c.name for c in self.categorical), self.transform)
+
     def describe(self, feature_size: int) -> list[dict]:
         """Per column: what it becomes (the plan's and the log's table)."""
         rows = [{"column": self.label.name, "position": self.label.position, "as": "label"}]
@@ -160,8 +166,8 @@ def resolve_columns(spec: ColumnSpec, names: tuple[str, ...] | None, width: int 
     def place(role: str, ref) -> Column:
         if isinstance(ref, str):
             if ref not in names:
-                raise JobError(f"{where}: {HYPERPARAMETER[role]} names column '{ref}', which it does not have; "
-                               f"its columns: {', '.join(names)}")
+                raise JobError(f"{where}: it has no column '{ref}' ({HYPERPARAMETER[role]}); its columns: "
+                               f"{', '.join(names)}")
             return Column(ref, names.index(ref))
         if known is not None and ref >= known:
             auto = " (auto: Criteo's layout, label, I1..I13, C1..C26 at 0..39)" if getattr(spec, role) is None else ""

@@ -177,11 +177,17 @@ def tf_reason(err) -> str:
     return re.sub(r"\s*\[Op:.*$", "", text).strip()
 
 
-def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, feature_size: int) -> JobError | None:
-    """A JobError naming where an input error comes from, or None if it is not one."""
+def explain(tf_error: Exception, specs: list[InputSpec], field_size: int, feature_size: int,
+            built_in_parse: bool = True) -> JobError | None:
+    """A JobError naming where an input error comes from, or None if it is not one
+    (`built_in_parse`: the built-in parsers read the records, whose errors are found in the files)."""
     inner = job_error_inside(tf_error)
-    if inner:
-        return inner
+    if inner:  # a reader's (Parquet's), which knows the file: the channel named too
+        channel = next((spec.name for spec in specs if any(str(inner).startswith(f"file {path}")
+                                                           for path in spec.files)), None)
+        return JobError(f"channel '{channel}': {inner}") if channel else inner
+    if not built_in_parse:
+        return None
     for spec in specs:
         if not spec.is_pipe:
             found = find_bad_record(spec, field_size, feature_size)

@@ -130,6 +130,8 @@ class InputSpec:
             raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
         (channel, resolved, first_files), = found.values()
         mapping, header_line = columns_of(resolved, channel, first_files, column_spec)
+        if mapping is not None and mapping.by_name and resolved.data_format == "parquet" and first_files:
+            column_spec = mapping.by_names()  # every file is read by the first one's column names
         return InputSpec(channels, resolved.data_format, tuple(files), *shard, on_data_hosts=on_data_hosts,
                          format_why=resolved.why, column_spec=column_spec if mapping else None, columns=mapping,
                          header=resolved.content_type.header, header_line=header_line,

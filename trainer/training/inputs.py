@@ -25,9 +25,7 @@ def input_errors_explained(specs, hooks, hp):
     try:
         yield
     except INPUT_ERRORS as err:
-        explained = diagnose.job_error_inside(err)
-        if explained is None and not hooks.custom_parse:
-            explained = diagnose.explain(err, specs, hp.field_size, hp.feature_size)
+        explained = diagnose.explain(err, specs, hp.field_size, hp.feature_size, not hooks.custom_parse)
         if explained is None:
             raise
         raise explained from err
