@@ -32,7 +32,7 @@ from trainer.contract.hyperparameters import SPEC_BY_NAME
 CASES = ("tfrecord-batch", "tfrecord-record", "libsvm-batch", "libsvm-record", "tfrecord-batch-cached",
          "tfrecord-batch-pipe", "csv-batch", "tsv.gz-batch", "parquet-batch")
 TRAIN_FORMATS = ("tfrecord", "libsvm", "csv", "tsv.gz", "parquet")
-PARQUET_BYTES_PER_ROW = 116  # datagen's rows as Parquet (snappy), to size the memory runs' inputs
+SAMPLE_ROWS = 100_000  # datagen's rows as Parquet, written once to learn their bytes a row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,13 +194,21 @@ def training_rates(args, folder: str) -> dict:
     return interleaved({data_format: (lambda f=data_format: measure(f)) for data_format in data}, args.rounds)
 
 
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+
+
 def peak_memory(args, folder: str) -> list[dict]:
     """Per Parquet input size: one epoch's peak RSS (MB) of its job, cache off."""
     rows = []
-    for megabytes in [float(size) for size in args.rss_mb.split(",") if size.strip()]:
-        count = int(megabytes * 1e6 / PARQUET_BYTES_PER_ROW)
+    sizes = [float(size) for size in args.rss_mb.split(",") if size.strip()]
+    if sizes:
+        sample = generated_data(os.path.join(folder, "sample"), SAMPLE_ROWS, "parquet", 1)
+        bytes_per_row = folder_bytes(sample["train"]) / SAMPLE_ROWS
+    for megabytes in sizes:
+        count = int(megabytes * 1e6 / bytes_per_row)
         data = generated_data(os.path.join(folder, f"rss-{megabytes:g}"), count, "parquet", args.files, 1000)
-        size = sum(os.path.getsize(os.path.join(data["train"], name)) for name in os.listdir(data["train"]))
+        size = folder_bytes(data["train"])
         metrics, peak = run_job(os.path.join(folder, f"rss-{megabytes:g}-job"),
                                 {"training": data["train"], "evaluation": data["eval"]},
                                 {"num_epochs": 1, "batch_size": args.train_batch_size, "cache_input": "false"})

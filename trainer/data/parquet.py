@@ -212,11 +212,10 @@ class Reader:
         else:
             raise JobError(f"{where}: column {name} is {array.type}, not a number")
         numbers = values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-        if label and np.isnan(numbers).any():
+        if label and not self.options.skip_bad and np.isnan(numbers).any():  # (skipping: NaN marks the row)
             row = int(np.flatnonzero(np.isnan(numbers))[0])
-            if not self.options.skip_bad:
-                raise JobError(f"{where}: row {first_row + row} has no label (column {name} is missing); "
-                               "set skip_bad_records=true to skip such rows")
+            raise JobError(f"{where}: row {first_row + row} has no label (column {name} is missing); "
+                           "set skip_bad_records=true to skip such rows")
         return numbers
 
     def _bad_numbers(self, array, name: str, where: str, first_row: int):

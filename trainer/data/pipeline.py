@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CACHE_RAM_FRACTION = 0.25
 MAX_PARALLEL_FILE_READS = 8
 READ_BLOCK_RECORDS = 128
+READ_BATCH_RECORDS = 4096
 # Bytes of parsed input (ids, values, label) a byte of each format becomes, about (the cache's
 # estimate: the built-in model's rows, a Criteo-like log); a gzip-compressed file several more.
 PARSED_BYTES_PER_BYTE = {"tfrecord": 1.2, "libsvm": 1.5, "csv": 3.0, "tsv": 3.0, "parquet": 6.0}
@@ -185,9 +186,6 @@ class InputSpec:
         CompressionType or the file's .gz suffix, else none."""
         return "GZIP" if self.is_gzip or formats.is_gzip_path(path) else ""
 
-    def total_bytes(self) -> int:
-        return sum(os.path.getsize(f) for f in self.files)
-
     def parsed_bytes(self) -> float:
         """About how many bytes its records take parsed (the cache's size)."""
         factor = PARSED_BYTES_PER_BYTE[self.data_format]
@@ -246,15 +244,18 @@ def _file_blocks(spec: InputSpec):
         if spec.is_parquet:
             return _parquet_blocks(spec, path, "file")
         compression = tf.where(tf.strings.regex_full_match(path, r"(?i).*\.gz"), "GZIP", channel_gzip)
+        # Read in large batches, then cut into blocks: a batch's cost is paid per batch, and every
+        # format's blocks hold the same records (READ_BLOCK_RECORDS), so files interleave alike.
         if spec.data_format == "tfrecord":
             return tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20).batch(
-                READ_BLOCK_RECORDS)
+                READ_BATCH_RECORDS).rebatch(READ_BLOCK_RECORDS)
         lines = tf.data.TextLineDataset(path, compression_type=compression)
         if spec.columns is not None:  # a table's header: left out before the blocks, which then hold rows alike
             lines = _without_header(spec, lines, path)
-        # Empty lines dropped a block at a time: a filter's per-line call costs more than reading.
-        return lines.batch(READ_BLOCK_RECORDS).map(
-            lambda block: tf.boolean_mask(block, tf.strings.length(tf.strings.strip(block)) > 0))
+        # Empty lines dropped a batch at a time: a filter's per-line call costs more than reading.
+        return lines.batch(READ_BATCH_RECORDS).map(
+            lambda batch: tf.boolean_mask(batch, tf.strings.length(tf.strings.strip(batch)) > 0)).rebatch(
+            READ_BLOCK_RECORDS)
 
     if spec.on_ps_worker or (spec.on_data_hosts and not spec.files):  # the folders' top-level files, sorted, where read
         files = tf.data.Dataset.list_files([f"{c.path}/*" for c in spec.channels], shuffle=False)
