@@ -72,9 +72,11 @@ def _process():
     return job, plan, next(p for p in plan.processes if p.rank == max(rank(), 0) and p.role != "ps")
 
 
-def _input(batch_size: int, epoch: int, parse, shuffle_buffer: int, seed: int | None, channel: str | None):
+def _input(batch_size: int, epoch: int, parse, shuffle_buffer: int, seed: int | None, channel: str | None,
+           strings: bool = False):
     """One pass of an EpochInput over this rank's training channels and shard (or, `channel`
-    named, that channel whole), each window parsed by `parse(spec)`."""
+    named, that channel whole), each window parsed by `parse(spec)`; `strings`: Parquet's
+    categorical values as read, not hashed."""
     import dataclasses
 
     from trainer.data.pipeline import EpochInput, InputSpec
@@ -92,6 +94,8 @@ def _input(batch_size: int, epoch: int, parse, shuffle_buffer: int, seed: int | 
     on_pipe = job.channels[process.channels[0]].is_pipe
     service = plan.data_service if plan.data_service and plan.data_service.serves and not on_pipe else None
     spec = InputSpec.for_process(job, process, on_data_hosts=service is not None)
+    if strings:
+        spec = dataclasses.replace(spec, feature_size=None)
     source = EpochInput(spec, parse(spec), batch_size, shuffle_buffer, seed, pipe_wait_sec=hp.pipe_wait_sec,
                         service=service)
     return source.dataset(epoch)
@@ -126,7 +130,7 @@ def rows(batch_size: int, epoch: int = 0, channel: str | None = None, shuffle_bu
             lambda lines: raw_features.decode_table(lines, spec.columns, spec.delimiter))
         return lambda window: raw_features.named_columns(columns(window), spec.columns)
 
-    return _input(batch_size, epoch, named, shuffle_buffer, seed, channel)
+    return _input(batch_size, epoch, named, shuffle_buffer, seed, channel, strings=True)
 
 
 def from_data_service(dataset):

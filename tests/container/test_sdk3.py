@@ -122,3 +122,20 @@ def test_a_failing_script_names_itself_its_rank_and_host_first(image, sdk3_path,
     first = output_failure(result).splitlines()[0]
     assert first.startswith("script keras_train.py (rank 0 on algo-1") and first.endswith(
         "exited with code 1: ValueError: the data has no label column"), first
+
+
+@pytest.mark.cores(1)
+@pytest.mark.parametrize("line", ["2.21", "2.14"])
+def test_a_parquet_log_through_model_trainer(image, image_2_21, sdk3_path, tmp_path, line):
+    """Click logs as they land, in the image: Parquet channels (raw Criteo columns), found by
+    their files; the model it exports takes those columns (docs/your-data.md)."""
+    from trainer.data import datagen
+
+    data = datagen.generate(str(tmp_path / "logs"), 8_000, 2_000, files=2, data_format="parquet", workers=1)
+    result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
+        "image": IMAGES[line], "instance_count": 1, "inputs": {"training": data["train"], "evaluation": data["eval"]},
+        "hyperparameters": {"num_epochs": 1, "log_steps": 10}}, timeout=ONE_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "input: channel(s) 'training', File mode, parquet" in log, log[-4000:]
+    assert "input: column C26 (39) -> categorical field 38" in log, log[-4000:]
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])

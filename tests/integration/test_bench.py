@@ -44,8 +44,9 @@ def test_input(tmp_path):
                           "tfrecord-batch-cached", "tfrecord-batch-pipe", "csv-batch", "tsv.gz-batch", "parquet-batch"}
     assert all(rate > 0 for rate in rates.values())
     assert result["ratios"]["tfrecord_batch_over_record"] > 0 and "tfrecord batch over record" in out
-    trained = {row["format"]: row for row in result["training"]}
-    assert set(trained) == {"tfrecord", "libsvm", "csv", "tsv.gz", "parquet"} and trained["tfrecord"]["of_tfrecord"] == 1
+    trained = {(row["format"], row["cache_input"]): row for row in result["training"]}
+    assert {f for f, _ in trained} == {"tfrecord", "libsvm", "csv", "tsv.gz", "parquet"}
+    assert {cache for _, cache in trained} == {"false", "auto"} and trained["tfrecord", "auto"]["of_tfrecord"] == 1
     assert all(row["samples_per_sec"] > 0 for row in trained.values())
     sizes = [row["input_mb"] for row in result["memory"]]
     assert len(sizes) == 2 and sizes[0] < sizes[1] and all(row["peak_rss_mb"] > 100 for row in result["memory"])

@@ -102,6 +102,15 @@ def test_features_of_a_row():
     assert (again["ids"].numpy() == ids).all()  # stable
 
 
+def test_a_values_id_is_the_same_on_every_line():
+    """SipHash with the column's key: what a model trained on one TensorFlow release is served
+    on another (these ids, on both lines)."""
+    columns = {"label": tf.constant([0.0, 0.0]), "numeric": tf.zeros([2, 2]),
+               "categorical": tf.constant([["68fd1e64", ""], ["", "80e26c9b"]])}
+    features, _ = raw_features.features_of(columns, MAPPING, feature_size=117581)
+    assert features["ids"].numpy()[:, 2:].tolist() == [[97887, 71641], [106479, 79992]]
+
+
 def test_the_numeric_transform_none_keeps_numbers():
     mapping = resolve_columns(ColumnSpec(None, (1,), (), transform="none"), None, 2, "x")
     features, _ = raw_features.features_of({"label": tf.constant([1.0]), "numeric": tf.constant([[-4.0]]),
@@ -114,7 +123,7 @@ def test_decode_table_reads_missing_values_as_missing():
     assert columns["label"].numpy().tolist() == [1.0, 0.0]
     numeric = columns["numeric"].numpy()
     assert np.isnan(numeric[0, 0]) and numeric[0, 1] == 3 and numeric[1, 0] == 2.5 and np.isnan(numeric[1, 1])
-    assert columns["categorical"].numpy().tolist() == [[b"x", b""], [b"", b"y"]]
+    assert [column.numpy().tolist() for column in columns["categorical"]] == [[b"x", b""], [b"", b"y"]]
 
 
 @pytest.mark.parametrize("blocks, header, kept", [
@@ -124,6 +133,7 @@ def test_decode_table_reads_missing_values_as_missing():
     ([["1,2,3,x,y"], ["0,1,1,z,w"]], None, ["1,2,3,x,y", "0,1,1,z,w"]),  # no header
     ([["1,2,3,x,y"], ["0,1,1,z,w"]], True, ["0,1,1,z,w"]),  # header=present: the first line, whatever it holds
     ([[], ["label,a,b,c,d", "1,2,3,x,y"]], None, ["1,2,3,x,y"]),  # an empty first block
+    ([['"1",2,3,x,y'], ["0,1,1,z,w"]], None, ['"1",2,3,x,y', "0,1,1,z,w"]),  # a quoted label is a number
 ])
 def test_headers_are_dropped_from_a_stream(blocks, header, kept):
     dataset = tf.data.Dataset.from_generator(lambda: iter(blocks), output_signature=tf.TensorSpec([None], tf.string))

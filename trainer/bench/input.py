@@ -11,9 +11,9 @@ defaults); the cases run in interleaved rounds and the figure is the median roun
 
 Training end to end: `trainer local` jobs of the built-in model on one host, the same rows in
 each format (TFRecord and libsvm converted from the Parquet rows by `trainer convert`: the very
-same features), with the input cache off so that every epoch reads and parses its format;
-their samples/s (the job's metrics) in interleaved rounds, and each format's against
-TFRecord's. Then the peak memory (RSS) of such a job, one epoch, on a small and a large Parquet
+same features), with the input cache off (every epoch reads and parses its format) and at its
+default (the parsed rows cached after the first epoch, where they fit); their samples/s (the
+job's metrics) in interleaved rounds, and each format's against TFRecord's. Then the peak memory (RSS) of such a job, one epoch, on a small and a large Parquet
 input: reading by row group keeps it flat.
 """
 from __future__ import annotations
@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=200_000, help="rows of each end-to-end job (0: none)")
     parser.add_argument("--train-formats", default=",".join(TRAIN_FORMATS))
     parser.add_argument("--train-batch-size", type=int, default=1024)
+    parser.add_argument("--train-cache", default="false,auto", help="the jobs' cache_input settings")
     parser.add_argument("--rss-mb", default="100,2000",
                         help="Parquet inputs (MB, comma-separated) whose jobs' peak memory is measured (empty: none)")
 
@@ -181,17 +182,21 @@ def run_job(job_dir: str, channels: dict, hyperparameters: dict) -> tuple[dict, 
 
 
 def training_rates(args, folder: str) -> dict:
-    """{format: median samples/s over the rounds} of one-host jobs, cache off."""
+    """{(format, cache_input): median samples/s over the rounds} of one-host jobs of 2 epochs:
+    each input cache setting of --train-cache (false: every epoch parses its format; auto, the
+    default: the parsed rows are cached after the first epoch, where they fit)."""
     data = training_data(args, folder)
-    hyperparameters = {"num_epochs": 2, "batch_size": args.train_batch_size, "cache_input": "false"}
     counter = iter(range(1 << 30))
 
-    def measure(data_format):
-        job_dir = os.path.join(folder, "jobs", f"{data_format}-{next(counter)}")
-        metrics, _ = run_job(job_dir, data[data_format], hyperparameters)
+    def measure(data_format, cache):
+        job_dir = os.path.join(folder, "jobs", f"{data_format}-{cache}-{next(counter)}")
+        metrics, _ = run_job(job_dir, data[data_format], {"num_epochs": 2, "batch_size": args.train_batch_size,
+                                                          "cache_input": cache})
         return metrics["train_samples_per_sec"]
 
-    return interleaved({data_format: (lambda f=data_format: measure(f)) for data_format in data}, args.rounds)
+    cases = {(f, cache): (lambda f=f, cache=cache: measure(f, cache))
+             for cache in args.train_cache.split(",") for f in data}
+    return interleaved(cases, args.rounds)
 
 
 def folder_bytes(folder: str) -> int:
@@ -231,9 +236,9 @@ def run(args: argparse.Namespace) -> dict:
                 rates[f"{data_format}-batch"] / rates[f"{data_format}-record"], 2)
     if "tfrecord-batch" in rates and "libsvm-batch" in rates:
         ratios["tfrecord_over_libsvm"] = round(rates["tfrecord-batch"] / rates["libsvm-batch"], 2)
-    trained = [{"format": f, "samples_per_sec": round(rate, 1),
-                "of_tfrecord": round(rate / training["tfrecord"], 3) if training.get("tfrecord") else None}
-               for f, rate in training.items()]
+    trained = [{"format": f, "cache_input": cache, "samples_per_sec": round(rate, 1),
+                "of_tfrecord": round(rate / training[("tfrecord", cache)], 3) if ("tfrecord", cache) in training
+                else None} for (f, cache), rate in training.items()]
     result = {"benchmark": "input", "rows": rows, "ratios": ratios, "records": args.rows,
               "batch_size": args.batch_size, "shuffle_buffer": args.shuffle_buffer, "rounds": args.rounds,
               "training": trained, "training_rows": args.train_rows, "training_batch_size": args.train_batch_size,
@@ -263,10 +268,10 @@ def table(result: dict) -> str:
     lines.append("")
     lines += [f"- {key.replace('_', ' ')}: {value}x" for key, value in result["ratios"].items()]
     if result["training"]:
-        lines += ["", f"Training end to end (one host, built-in DeepFM, {result['training_rows']:,} rows, batch "
-                      f"{result['training_batch_size']}, cache off):", "",
-                  "format | samples/s | of TFRecord's", "--- | --- | ---"]
-        lines += [f"{row['format']} | {row['samples_per_sec']:,.0f} | {row['of_tfrecord']}"
+        lines += ["", f"Training end to end (one host, built-in DeepFM, {result['training_rows']:,} rows, 2 epochs, "
+                      f"batch {result['training_batch_size']}):", "",
+                  "format | cache_input | samples/s | of TFRecord's", "--- | --- | --- | ---"]
+        lines += [f"{row['format']} | {row['cache_input']} | {row['samples_per_sec']:,.0f} | {row['of_tfrecord']}"
                   for row in result["training"]]
     if result["memory"]:
         lines += ["", "Peak memory of a job on Parquet (one epoch, cache off):", "",
@@ -286,7 +291,8 @@ def charts(result: dict):
                   note="Batch then parse (P18) against parse then batch; TFRecord, libsvm, CSV, TSV.gz, Parquet.")]
     if result["training"]:
         made.append(Chart("input-training", "Training end to end, per format", "samples/s",
-                          [row["format"] for row in result["training"]],
-                          [row["samples_per_sec"] for row in result["training"]], highlight=["tfrecord"],
-                          note="The same rows; the input cache off, so every epoch parses its format."))
+                          [f"{row['format']}, cache {row['cache_input']}" for row in result["training"]],
+                          [row["samples_per_sec"] for row in result["training"]],
+                          highlight=[f"tfrecord, cache {row['cache_input']}" for row in result["training"]],
+                          note="The same rows; cache false: every epoch parses its format; auto: the first."))
     return made

@@ -165,11 +165,10 @@ def _table_rows(task: Task, writer) -> int:
 
 
 def _first_line_is_header(line: str, table: Table, delimiter: str) -> bool:
-    if table.header is not None:
-        return table.header
-    fields = line.split(delimiter)
-    position = table.columns.label.position
-    return position < len(fields) and not formats.is_number(fields[position].strip().strip('"'))
+    import csv
+
+    fields = next(csv.reader([line], delimiter=delimiter), [])
+    return formats.is_header_row(fields, table.columns.label.position, table.header)
 
 
 def _convert_lines(convert_batch, lines, offsets, path, task, writer) -> int:
@@ -194,16 +193,16 @@ def _parquet_rows(task: Task, writer) -> int:
     import tensorflow as tf
 
     from trainer.data import parquet
-    from trainer.data.raw_features import features_of
+    from trainer.data.raw_features import features_of, hash_into
 
     table = task.table
     reader = parquet.Reader("", "file", table.column_spec, parquet.Options())
+    hashed = hash_into(table.columns, table.feature_size)
     count = 0
     for path, groups in task.segments:
-        for label, numeric, blobs, starts, lengths in reader.file_chunks(f"file {path}", parquet.open_file(path),
-                                                                         groups):
-            columns = {"label": tf.constant(label), "numeric": tf.constant(numeric),
-                       "categorical": tf.strings.substr(tf.constant(blobs, tf.string), starts, lengths)}
+        for arrays in reader.file_chunks(f"file {path}", parquet.source_of(path), groups):
+            tensors = [tf.constant(array, dtype) for array, dtype in zip(arrays, parquet.ARRAY_TYPES)]
+            columns = parquet.chunk_columns(tensors, len(table.columns.categorical), hashed)
             count += _write_features(writer, *features_of(columns, table.columns, table.feature_size))
     return count
 

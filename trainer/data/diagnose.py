@@ -11,7 +11,7 @@ import csv
 import gzip
 import re
 
-from trainer.data.formats import NAMES, is_number
+from trainer.data.formats import NAMES, is_header_row, is_number
 from trainer.data.pipeline import InputSpec
 from trainer.data.records import parse_libsvm_line
 from trainer.errors import JobError
@@ -65,7 +65,7 @@ def _scan_table(path: str, spec: InputSpec, compression: str = "") -> str | None
             if not fields or not "".join(fields).strip():
                 continue
             label = fields[mapping.label.position].strip() if mapping.label.position < len(fields) else ""
-            if number == 1 and (spec.header if spec.header is not None else not is_number(label)):
+            if number == 1 and is_header_row(fields, mapping.label.position, spec.header):
                 header = fields
                 line = spec.delimiter.join(fields)
                 if spec.header_line and fields != next(csv.reader([spec.header_line], delimiter=spec.delimiter)):

@@ -13,7 +13,6 @@ The reason goes with the format, so an error later can say which format it tried
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import struct
@@ -214,11 +213,17 @@ def table_header(path: str, data_format: str, header: bool | None, label_positio
 
     head = read_head(path).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
     fields = next(csv.reader(io.StringIO(head), delimiter=DELIMITERS[data_format]), [])
-    if header is None:
-        label = fields[label_position].strip() if label_position < len(fields) else ""
-        header = not is_number(label)
+    header = is_header_row(fields, label_position, header)
     return Header(path, tuple(name.strip() for name in fields) if header else None, len(fields),
                   head if header else "")
+
+
+def is_header_row(fields: list[str], label_position: int, header: bool | None = None) -> bool:
+    """Whether a table's first row is its header: as the ContentType says (`header`), or its
+    label field is not a number (the graph's rule too: trainer.data.raw_features.is_header)."""
+    if header is not None:
+        return header
+    return not is_number(fields[label_position].strip()) if label_position < len(fields) else True
 
 
 def is_number(text: str) -> bool:
@@ -227,18 +232,3 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def parquet_header(path: str) -> Header:
-    """A Parquet file's column names (its schema), read from its footer."""
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(path)
-    except Exception as err:  # pyarrow's ArrowInvalid, OSError: the file is not (whole) Parquet
-        raise JobError(f"file {path}: not a readable Parquet file ({err})") from None
-    return Header(path, tuple(schema.names), len(schema.names))
-
-
-def describe_header(header: Header) -> str:
-    return json.dumps(list(header.names)) if header.names else f"no header, {header.width} columns"

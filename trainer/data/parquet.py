@@ -32,7 +32,7 @@ from trainer.data.columns import ColumnMapping, ColumnSpec, resolve_columns
 from trainer.data.fifo import GZIP_MAGIC_BYTES, READ_SIZE, gzip_stream_error, open_stream
 from trainer.errors import JobError
 
-ROWS_PER_CHUNK = 8192
+ROWS_PER_CHUNK = 8192  # a multiple of the pipeline's blocks (trainer.data.pipeline.READ_BLOCK_RECORDS)
 OPEN_TOKEN = "trainer.parquet.open"
 NEXT_TOKEN = "trainer.parquet.next"
 MAGIC = b"PAR1"
@@ -49,18 +49,32 @@ def spec_from_json(text: str) -> ColumnSpec:
                         for role in ("label", "numeric", "categorical")), transform=values["transform"])
 
 
-def open_file(path: str):
-    """A pyarrow ParquetFile of `path` (a .gz file decompressed into memory first)."""
+def source_of(path: str):
+    """What pyarrow reads a file from: its path, or (a .gz file) its bytes decompressed in memory."""
+    import pyarrow as pa
+
+    if not path.lower().endswith(".gz"):
+        return path
+    try:
+        with gzip.open(path, "rb") as f:
+            return pa.BufferReader(f.read())
+    except (OSError, EOFError) as err:
+        raise JobError(f"file {path}: not a readable Parquet file, truncated or corrupt ({err})") from None
+
+
+def open_parquet(source, where: str, read_dictionary=None):
+    """A pyarrow ParquetFile (its `read_dictionary` columns as Arrow dictionaries)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        if path.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return pq.ParquetFile(pa.BufferReader(f.read()))
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(source, read_dictionary=read_dictionary)
     except (OSError, EOFError, pa.ArrowException) as err:
-        raise JobError(f"file {path}: not a readable Parquet file, truncated or corrupt ({err})") from None
+        raise JobError(f"{where}: not a readable Parquet file, truncated or corrupt ({err})") from None
+
+
+def open_file(path: str):
+    return open_parquet(source_of(path), f"file {path}")
 
 
 def schema_names(path: str) -> tuple[str, ...]:
@@ -133,65 +147,65 @@ class Reader:
         self.bad_rows: set[int] = set()  # rows of the chunk being made with a number that is not one
 
     def files(self):
-        """(where, ParquetFile) of each Parquet file in the source."""
+        """(where, source) of each Parquet file in the source: a path, or an object's bytes."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         if self.kind == "file":
-            yield f"file {self.source}", open_file(self.source)
+            yield f"file {self.source}", source_of(self.source)
             return
         stream = open_stream(self.source, self.options.wait_sec, self.options.recordio)
         with stream:
-            if self.options.recordio:
-                objects = iter(stream.next_record, None)
-            else:
-                objects = objects_in_stream(stream, self.source)
+            objects = iter(stream.next_record, None) if self.options.recordio else objects_in_stream(stream, self.source)
             for index, payload in enumerate(objects):
-                where = f"{self.source} object {index}"
-                try:
-                    yield where, pq.ParquetFile(pa.BufferReader(payload))
-                except (OSError, pa.ArrowException) as err:
-                    raise JobError(f"{where}: not a readable Parquet file ({err})") from None
+                yield f"{self.source} object {index}", pa.BufferReader(payload)
 
     def chunks(self):
-        for where, parquet in self.files():
-            yield from self.file_chunks(where, parquet)
+        for where, source in self.files():
+            yield from self.file_chunks(where, source)
 
-    def file_chunks(self, where: str, parquet, groups=None):
-        """A ParquetFile's rows (`groups`: of these row groups only), in chunks."""
+    def file_chunks(self, where: str, source, groups=None):
+        """A Parquet file's rows (`groups`: of these row groups only), in chunks of `rows` rows
+        from its first (the last shorter), across its row groups. Its text categorical columns
+        are read as Arrow dictionaries: each distinct value's bytes once, the rows' indices
+        into them (half the decoding of a column of repeated values)."""
         import pyarrow as pa
 
-        names = tuple(parquet.schema_arrow.names)
-        mapping = resolve_columns(self.spec, names, len(names), where)
+        parquet = open_parquet(source, where)
+        schema = parquet.schema_arrow
+        mapping = resolve_columns(self.spec, tuple(schema.names), len(schema.names), where)
+        text = [c.name for c in mapping.categorical
+                if pa.types.is_string(schema.field(c.name).type) or pa.types.is_large_string(schema.field(c.name).type)]
+        if text:
+            parquet = open_parquet(source, where, text)
         columns = [mapping.label.name] + [c.name for c in mapping.features]
-        starts = np.cumsum([0] + [parquet.metadata.row_group(g).num_rows
-                                  for g in range(parquet.metadata.num_row_groups)])
-        for group in range(parquet.metadata.num_row_groups) if groups is None else groups:
-            position = int(starts[group])
-            try:
-                for batch in parquet.iter_batches(batch_size=self.options.rows, row_groups=[group],
-                                                  columns=columns, use_threads=False):
-                    yield self._marked(self._arrays(batch, mapping, f"{where} row group {group}", position))
-                    position += batch.num_rows
-            except (OSError, pa.ArrowException) as err:
-                raise JobError(f"{where}: row group {group} is truncated or corrupt ({err})") from None
+        groups = list(range(parquet.metadata.num_row_groups)) if groups is None else list(groups)
+        firsts = np.cumsum([0] + [parquet.metadata.row_group(g).num_rows for g in groups])  # of the rows read
+        position = 0
+        try:
+            for batch in parquet.iter_batches(batch_size=self.options.rows, row_groups=groups, columns=columns,
+                                              use_threads=False):
+                group = groups[int(np.searchsorted(firsts, position, side="right")) - 1]
+                yield self._marked(self._arrays(batch, mapping, f"{where} row group {group}", position))
+                position += batch.num_rows
+        except (OSError, pa.ArrowException) as err:  # pyarrow reads ahead: somewhere after the rows read
+            raise JobError(f"{where}: truncated or corrupt after row {position} ({err})") from None
 
     def _arrays(self, batch, mapping: ColumnMapping, where: str, first_row: int):
+        """A batch as the arrays the graph takes: the label, the numbers, and the categorical
+        columns' distinct values (their bytes a column, each value's start and length, where
+        each column's values begin) and each row's value of each column."""
         label = self._numbers(batch.column(0), mapping.label.name, where, first_row, label=True)
         count = len(mapping.numeric)
         numeric = np.stack([self._numbers(batch.column(1 + i), c.name, where, first_row)
                             for i, c in enumerate(mapping.numeric)], axis=1) if count else \
             np.zeros((batch.num_rows, 0), np.float32)
-        blobs, starts, lengths = [], [], []
-        for j, column in enumerate(mapping.categorical):
-            blob, start, length = string_parts(batch.column(1 + count + j), column.name, where)
-            blobs.append(blob)
-            starts.append(start)
-            lengths.append(length)
-        shape = (batch.num_rows, len(blobs))
-        return (label, numeric, np.array(blobs, dtype=object),
-                np.stack(starts, axis=1) if blobs else np.zeros(shape, np.int64),
-                np.stack(lengths, axis=1) if blobs else np.zeros(shape, np.int64))
+        parts = [dictionary_parts(batch.column(1 + count + j), c.name, where) for j, c in enumerate(mapping.categorical)]
+        splits = np.cumsum([0] + [len(starts) for _, starts, _, _ in parts])
+        return (label, numeric, np.array([blob for blob, *_ in parts], dtype=object),
+                np.concatenate([starts for _, starts, _, _ in parts] or [np.zeros(0, np.int64)]),
+                np.concatenate([lengths for _, _, lengths, _ in parts] or [np.zeros(0, np.int64)]),
+                splits.astype(np.int64),
+                np.stack([rows for *_, rows in parts], axis=1) if parts else np.zeros((batch.num_rows, 0), np.int32))
 
     def _numbers(self, array, name: str, where: str, first_row: int, label: bool = False) -> np.ndarray:
         """A column as float32, NaN where missing; a label must be there (else: a bad row)."""
@@ -246,36 +260,33 @@ class Reader:
         return arrays
 
 
-def string_parts(array, name: str, where: str):
-    """A column as (its bytes, each row's start, each row's length): strings for the graph to
-    cut out. Missing values are empty; numbers and booleans are their text."""
+def dictionary_parts(array, name: str, where: str):
+    """A categorical column as (its distinct values' bytes, each value's start, each value's
+    length, each row's value): the graph cuts the values out and hashes each once
+    (trainer.data.raw_features). A missing value is the last value, empty; numbers and
+    booleans are their text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_dictionary(array.type):
-        blob, starts, lengths = string_parts(array.dictionary, name, where)
-        indices = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        starts, lengths = starts[indices], lengths[indices]
-        if array.null_count:
-            lengths[array.is_null().to_numpy(zero_copy_only=False)] = 0
-        return blob, starts, lengths
-    if pa.types.is_integer(array.type) or pa.types.is_boolean(array.type) or pa.types.is_floating(array.type):
-        array = pc.cast(array, pa.string())
-    if pa.types.is_string(array.type) or pa.types.is_binary(array.type):
-        offset_type = np.int32
-    elif pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type):
-        offset_type = np.int64
-    else:
-        raise JobError(f"{where}: categorical column {name} is {array.type}, not text or integers")
-    buffers = array.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offset_type)[array.offset:array.offset + len(array) + 1].astype(np.int64) \
-        if len(array) else np.zeros(1, np.int64)
-    data = buffers[2]
+    if not pa.types.is_dictionary(array.type):
+        if pa.types.is_integer(array.type) or pa.types.is_boolean(array.type) or pa.types.is_floating(array.type):
+            array = pc.cast(array, pa.string())
+        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+                or pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+            raise JobError(f"{where}: categorical column {name} is {array.type}, not text or integers")
+        array = pc.dictionary_encode(array)
+    values = array.dictionary
+    if not (pa.types.is_string(values.type) or pa.types.is_binary(values.type)):
+        values = pc.cast(values, pa.large_string() if pa.types.is_large_binary(values.type) else pa.string())
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if pa.types.is_large_string(values.type) else np.int32)
+    offsets = offsets[values.offset:values.offset + len(values) + 1].astype(np.int64) if len(values) else np.zeros(
+        1, np.int64)
+    data = values.buffers()[2]
     blob = data[offsets[0]:offsets[-1]].to_pybytes() if data is not None and offsets[-1] > offsets[0] else b""
-    starts, lengths = offsets[:-1] - offsets[0], np.diff(offsets)
-    if array.null_count:
-        lengths[array.is_null().to_numpy(zero_copy_only=False)] = 0
-    return blob, starts, lengths
+    starts = np.append(offsets[:-1] - offsets[0], 0)  # and the missing value's
+    lengths = np.append(np.diff(offsets), 0)
+    rows = pc.fill_null(array.indices, len(values)).to_numpy(zero_copy_only=False).astype(np.int32)
+    return blob, starts, lengths, rows
 
 
 # The readers of this process by handle: opened when a pass over a file or stream starts,
@@ -309,7 +320,8 @@ def _next(handle):
             _READERS.pop(int(handle), None)
         numeric, categorical = reader.spec.counts()
         return (np.zeros(0, np.float32), np.zeros((0, numeric), np.float32), np.array([b""] * categorical, object),
-                np.zeros((0, categorical), np.int64), np.zeros((0, categorical), np.int64))
+                np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(categorical + 1, np.int64),
+                np.zeros((0, categorical), np.int32))
     return arrays
 
 
@@ -324,27 +336,48 @@ def register_readers() -> None:
         script_ops._py_funcs._funcs[token] = function
 
 
-def blocks(source, kind: str, spec: ColumnSpec, options: Options):
+ARRAY_TYPES = ("float32", "float32", "string", "int64", "int64", "int64", "int32")  # _arrays', as TensorFlow's
+
+
+def chunk_columns(arrays, categorical: int, hash_into: tuple[int, int] | None = None) -> dict:
+    """A chunk's arrays (tensors: Reader._arrays) as Columns: each categorical column's values
+    cut out of its bytes once, and, with `hash_into` (buckets, first id), hashed once there too,
+    as `categorical_ids` (trainer.data.raw_features.hash_column: the ids every format gets), else
+    as strings a row."""
+    import tensorflow as tf
+
+    from trainer.data.raw_features import hash_column
+
+    label, numeric, blobs, starts, lengths, splits, rows = arrays
+    columns = []
+    for j in range(categorical):
+        values = tf.strings.substr(blobs[j], starts[splits[j]:splits[j + 1]], lengths[splits[j]:splits[j + 1]])
+        if hash_into:
+            values = hash_column(values, j, *hash_into)
+        columns.append(tf.gather(values, rows[:, j]))
+    key = "categorical_ids" if hash_into else "categorical"
+    empty = tf.zeros([tf.shape(label)[0], 0], tf.int64 if hash_into else tf.string)
+    return {"label": label, "numeric": numeric, key: tf.stack(columns, axis=1) if columns else empty}
+
+
+def blocks(source, kind: str, spec: ColumnSpec, options: Options, hash_into: tuple[int, int] | None = None):
     """A tf.data.Dataset of Columns blocks (trainer.data.raw_features) of one file or stream:
     `source` a path (kind file or stream; a tensor in a file's interleave) or "<channel>:<pass>"
-    (kind channel, on a parameter-server worker)."""
+    (kind channel, on a parameter-server worker); `hash_into`: as chunk_columns."""
     import tensorflow as tf
 
     register_readers()
     numeric, categorical = spec.counts()
     arguments = [tf.convert_to_tensor(source, tf.string), tf.constant(kind), tf.constant(spec_to_json(spec)),
                  tf.constant(json.dumps(options.__dict__))]
+    shapes = ([None], [None, numeric], [categorical], [None], [None], [categorical + 1], [None, categorical])
 
     def opened(_):
         return tf.raw_ops.PyFunc(input=arguments, token=OPEN_TOKEN, Tout=[tf.int64])[0]
 
     def next_chunk(handle):
-        label, numbers, blobs, starts, lengths = tf.raw_ops.PyFunc(
-            input=[handle], token=NEXT_TOKEN, Tout=[tf.float32, tf.float32, tf.string, tf.int64, tf.int64])
-        return {"label": tf.ensure_shape(label, [None]), "numeric": tf.ensure_shape(numbers, [None, numeric]),
-                "categorical": tf.strings.substr(tf.ensure_shape(blobs, [categorical]),
-                                                 tf.ensure_shape(starts, [None, categorical]),
-                                                 tf.ensure_shape(lengths, [None, categorical]))}
+        arrays = tf.raw_ops.PyFunc(input=[handle], token=NEXT_TOKEN, Tout=[tf.as_dtype(t) for t in ARRAY_TYPES])
+        return chunk_columns([tf.ensure_shape(a, shape) for a, shape in zip(arrays, shapes)], categorical, hash_into)
 
     def chunks(handle):
         return tf.data.Dataset.from_tensors(handle).repeat().map(next_chunk).take_while(

@@ -108,11 +108,14 @@ class InputSpec:
     header: bool | None = None  # the ContentType's header=present|absent; None: look
     header_line: str = ""
     skip_bad_records: bool = False  # Parquet: rows with a missing label or a bad number marked, not fatal
+    # Parquet: the model's feature_size, into whose ids each distinct categorical value is hashed
+    # as it is read (None: the values stay strings, as trainer.kit.rows gives them).
+    feature_size: int | None = None
 
     @staticmethod
     def for_channels(channels, requested_format: str | None, shard: tuple[int, int] = (1, 0),
                      on_data_hosts: bool = False, column_spec: ColumnSpec | None = None,
-                     skip_bad_records: bool = False) -> "InputSpec":
+                     skip_bad_records: bool = False, feature_size: int | None = None) -> "InputSpec":
         channels = tuple(channels)
         column_spec = column_spec or ColumnSpec()
         if len({c.input_mode for c in channels}) > 1:
@@ -136,7 +139,7 @@ class InputSpec:
         return InputSpec(channels, resolved.data_format, tuple(files), *shard, on_data_hosts=on_data_hosts,
                          format_why=resolved.why, column_spec=column_spec if mapping else None, columns=mapping,
                          header=resolved.content_type.header, header_line=header_line,
-                         skip_bad_records=skip_bad_records)
+                         skip_bad_records=skip_bad_records, feature_size=feature_size)
 
     @staticmethod
     def for_process(job, process, on_data_hosts: bool = False) -> "InputSpec":
@@ -145,7 +148,7 @@ class InputSpec:
         hp = job.hyperparameters
         return InputSpec.for_channels([job.channels[c] for c in process.channels], hp.data_format, process.shard,
                                       on_data_hosts=on_data_hosts, column_spec=ColumnSpec.from_hyperparameters(hp),
-                                      skip_bad_records=hp.skip_bad_records)
+                                      skip_bad_records=hp.skip_bad_records, feature_size=hp.feature_size)
 
     def describe(self, feature_size: int) -> dict:
         """What it trains on, for the plan and the log: the format, how it was found, and
@@ -210,11 +213,30 @@ class InputSpec:
 
 
 def _parquet_blocks(spec: InputSpec, source, kind: str, wait_sec: float | None = None):
-    """A Parquet file's or stream's Columns blocks, in blocks of READ_BLOCK_RECORDS rows as the
-    other formats' (so that files interleave alike, and every format shards alike)."""
+    """A Parquet file's or stream's Columns blocks of READ_BLOCK_RECORDS rows, as the other
+    formats' (so that files interleave alike, and every format shards alike)."""
+    from trainer.data.raw_features import hash_into
+
     options = parquet.Options(wait_sec=wait_sec, recordio=spec.channels[0].is_recordio_wrapped,
                               skip_bad=spec.skip_bad_records)
-    return parquet.blocks(source, kind, spec.column_spec, options).rebatch(READ_BLOCK_RECORDS)
+    hashed = hash_into(spec.columns, spec.feature_size) if spec.feature_size else None
+    return parquet.blocks(source, kind, spec.column_spec, options, hashed).flat_map(split_into_blocks)
+
+
+def split_into_blocks(chunk):
+    """A chunk of rows (a nest of tensors, rows first) as a dataset of blocks of
+    READ_BLOCK_RECORDS rows, the last shorter: its tensors reshaped and sliced, where
+    Dataset.rebatch would copy a row's every value on its own (a Parquet row has dozens)."""
+    import tensorflow as tf
+
+    rows = tf.shape(tf.nest.flatten(chunk)[0])[0]
+    whole = rows // READ_BLOCK_RECORDS * READ_BLOCK_RECORDS
+    blocks = tf.nest.map_structure(
+        lambda tensor: tf.reshape(tensor[:whole], tf.concat([[-1, READ_BLOCK_RECORDS], tf.shape(tensor)[1:]], 0)),
+        chunk)
+    rest = tf.nest.map_structure(lambda tensor: tf.expand_dims(tensor[whole:], 0), chunk)
+    return tf.data.Dataset.from_tensor_slices(blocks).concatenate(
+        tf.data.Dataset.from_tensor_slices(rest).filter(lambda block: tf.shape(tf.nest.flatten(block)[0])[0] > 0))
 
 
 def _table_without_headers(spec: InputSpec, blocks):

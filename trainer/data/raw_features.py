@@ -3,7 +3,9 @@ training (every format, every mode), `trainer convert` and the exported SavedMod
 serving signatures share, so a row scores the same wherever it comes from.
 
 Rows travel as `Columns`: {"label": float32[n], "numeric": float32[n, k] (NaN: missing),
-"categorical": string[n, m] ("": missing)}. A CSV or TSV line becomes one through
+"categorical": string[n, m] ("": missing), or a list of m string[n], as a table's decoding
+gives them; or, from a Parquet reader that hashed each distinct value once as it read,
+"categorical_ids": int64[n, m]}. A CSV or TSV line becomes one through
 tf.io.decode_csv; a Parquet row group through trainer.data.parquet. `features_of` then gives
 the built-in model's record layout: numeric column i is field i (id i, value the transform
 of its number, 0 where missing); categorical column j is field k + j, its value hashed with
@@ -23,13 +25,28 @@ HASH_KEY = 0x7261775F636F6C73  # the first half of every column's SipHash key; t
 NOT_A_HEADER = "\x00"  # a header line no table has: "this stream has no header"
 
 
-def hash_categorical(categorical, buckets: int, first_id: int):
-    """string[n, m] -> int64[n, m]: each column's values hashed with its own key."""
-    columns = tf.unstack(categorical, axis=1) if categorical.shape[1] else []
+def categorical_columns(categorical) -> list:
+    """The categorical columns, each string[n]: a list as given, or a string[n, m]'s columns."""
+    return list(categorical) if isinstance(categorical, (list, tuple)) else tf.unstack(categorical, axis=1)
+
+
+def hash_column(values, index: int, buckets: int, first_id: int):
+    """A categorical column's values (string[...]) -> their ids: hashed with the column's own
+    key into `buckets` ids from `first_id`."""
+    return first_id + tf.strings.to_hash_bucket_strong(values, buckets, key=[HASH_KEY, index])
+
+
+def hash_categorical(categorical, rows, buckets: int, first_id: int):
+    """The categorical columns (categorical_columns) -> int64[rows, m], each hashed as hash_column."""
+    columns = categorical_columns(categorical)
     if not columns:
-        return tf.zeros([tf.shape(categorical)[0], 0], tf.int64)
-    return first_id + tf.stack([tf.strings.to_hash_bucket_strong(column, buckets, key=[HASH_KEY, index])
-                                for index, column in enumerate(columns)], axis=1)
+        return tf.zeros([rows, 0], tf.int64)
+    return tf.stack([hash_column(column, index, buckets, first_id) for index, column in enumerate(columns)], axis=1)
+
+
+def hash_into(mapping: ColumnMapping, feature_size: int) -> tuple[int, int]:
+    """(buckets, first id) of the categorical columns: the ids after the numeric fields'."""
+    return mapping.buckets(feature_size), len(mapping.numeric)
 
 
 def transform_numeric(numeric, transform: str):
@@ -42,11 +59,13 @@ def transform_numeric(numeric, transform: str):
 
 def features_of(columns: dict, mapping: ColumnMapping, feature_size: int):
     """Columns -> ({"ids": int64[n, field_size], "values": float32[n, field_size]}, label float32[n, 1])."""
-    numeric, categorical = columns["numeric"], columns["categorical"]
+    numeric = columns["numeric"]
     rows = tf.shape(columns["label"])[0]
     count = len(mapping.numeric)
     numeric_ids = tf.broadcast_to(tf.range(count, dtype=tf.int64), [rows, count])
-    categorical_ids = hash_categorical(categorical, mapping.buckets(feature_size), count)
+    categorical_ids = columns.get("categorical_ids")  # a Parquet reader's, hashed as it read (hash_into)
+    if categorical_ids is None:
+        categorical_ids = hash_categorical(columns["categorical"], rows, *hash_into(mapping, feature_size))
     values = tf.concat([transform_numeric(numeric, mapping.transform),
                         tf.ones([rows, len(mapping.categorical)], tf.float32)], axis=1)
     return ({"ids": tf.concat([numeric_ids, categorical_ids], axis=1), "values": values},
@@ -65,8 +84,8 @@ def decode_table(lines, mapping: ColumnMapping, delimiter: str, label_required: 
     return {
         "label": fields[mapping.label.position],
         "numeric": tf.stack([fields[c.position] for c in mapping.numeric], axis=1) if mapping.numeric else empty,
-        "categorical": (tf.stack([fields[c.position] for c in mapping.categorical], axis=1) if mapping.categorical
-                        else tf.zeros([tf.shape(lines)[0], 0], tf.string)),
+        # As decoded, a column each: stacking them would only be undone to hash each column.
+        "categorical": [fields[c.position] for c in mapping.categorical],
     }
 
 
@@ -75,7 +94,8 @@ def named_columns(columns: dict, mapping: ColumnMapping) -> dict:
     categorical ones strings."""
     named = {mapping.label.name: columns["label"]}
     named.update({c.name: columns["numeric"][:, i] for i, c in enumerate(mapping.numeric)})
-    named.update({c.name: columns["categorical"][:, j] for j, c in enumerate(mapping.categorical)})
+    named.update({c.name: column for c, column in zip(mapping.categorical,
+                                                       categorical_columns(columns["categorical"]))})
     return named
 
 
@@ -96,10 +116,11 @@ def columns_parser(mapping: ColumnMapping, feature_size: int, bad_records=None):
 
 
 def is_header(lines, label_position: int, delimiter: str):
-    """bool[n]: lines whose label field is not a number (a header line)."""
+    """bool[n]: lines whose label field (unquoted) is not a number (a header line)."""
     fields = tf.strings.split(lines, delimiter)
     label = tf.strings.strip(fields[:, label_position:label_position + 1].to_tensor(default_value="x"))[:, 0]
-    return tf.logical_not(tf.strings.regex_full_match(label, NUMBER_PATTERN))
+    return tf.logical_not(tf.strings.regex_full_match(tf.strings.regex_replace(label, '^"(.*)"$', "\\1"),
+                                                      NUMBER_PATTERN))
 
 
 def first_is_header(first, mapping: ColumnMapping, delimiter: str, header: bool | None):
@@ -167,11 +188,9 @@ def serving_signatures(model, mapping: ColumnMapping, delimiter: str, feature_si
     @tf.function(input_signature=specs)
     def by_name(*values):
         rows = tf.shape(values[0])[0]
-        empty = tf.zeros([rows, 0])
         return score({"label": tf.zeros([rows]),
-                      "numeric": tf.stack(values[:numeric_count], axis=1) if numeric_count else empty,
-                      "categorical": (tf.stack(values[numeric_count:], axis=1) if len(values) > numeric_count
-                                      else tf.zeros([rows, 0], tf.string))})
+                      "numeric": tf.stack(values[:numeric_count], axis=1) if numeric_count else tf.zeros([rows, 0]),
+                      "categorical": list(values[numeric_count:])})
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="line")])
     def csv_line(line):
