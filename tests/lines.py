@@ -8,7 +8,8 @@ What runs on 2.21 besides the unit tests: the line's own tests (Keras 3 scripts,
 switch, PipeModeDataset, Horovod built for it, the built-in model's eval AUC against the 2.14
 line's in every mode), and one test of each kind of job the line shares with 2.14 (File and
 Pipe mode, replicas in one process, multi-worker mirrored and local SGD on two hosts, a data
-group, `trainer.kit`'s channel per rank, the benchmarks of CPU settings and scripts). The 2.21
+group, `trainer.kit`'s channel per rank, click logs as CSV, TSV and Parquet on one host and
+two, the benchmarks of CPU settings and scripts). The 2.21
 image's own tests are container tests (tests/container/test_line_2_21_image.py)."""
 from __future__ import annotations
 

@@ -62,13 +62,13 @@ def source_of(path: str):
         raise JobError(f"file {path}: not a readable Parquet file, truncated or corrupt ({err})") from None
 
 
-def open_parquet(source, where: str, read_dictionary=None):
-    """A pyarrow ParquetFile (its `read_dictionary` columns as Arrow dictionaries)."""
+def open_parquet(source, where: str):
+    """A pyarrow ParquetFile of a path or a buffer, or an error naming `where`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(source, read_dictionary=read_dictionary)
+        return pq.ParquetFile(source)
     except (OSError, EOFError, pa.ArrowException) as err:
         raise JobError(f"{where}: not a readable Parquet file, truncated or corrupt ({err})") from None
 
@@ -165,18 +165,13 @@ class Reader:
 
     def file_chunks(self, where: str, source, groups=None):
         """A Parquet file's rows (`groups`: of these row groups only), in chunks of `rows` rows
-        from its first (the last shorter), across its row groups. Its text categorical columns
-        are read as Arrow dictionaries: each distinct value's bytes once, the rows' indices
-        into them (half the decoding of a column of repeated values)."""
+        from its first (the last shorter), across its row groups. (Not read as Arrow
+        dictionaries: pyarrow's grow through a file, and a chunk would carry them whole.)"""
         import pyarrow as pa
 
         parquet = open_parquet(source, where)
         schema = parquet.schema_arrow
         mapping = resolve_columns(self.spec, tuple(schema.names), len(schema.names), where)
-        text = [c.name for c in mapping.categorical
-                if pa.types.is_string(schema.field(c.name).type) or pa.types.is_large_string(schema.field(c.name).type)]
-        if text:
-            parquet = open_parquet(source, where, text)
         columns = [mapping.label.name] + [c.name for c in mapping.features]
         groups = list(range(parquet.metadata.num_row_groups)) if groups is None else list(groups)
         firsts = np.cumsum([0] + [parquet.metadata.row_group(g).num_rows for g in groups])  # of the rows read
@@ -261,10 +256,10 @@ class Reader:
 
 
 def dictionary_parts(array, name: str, where: str):
-    """A categorical column as (its distinct values' bytes, each value's start, each value's
-    length, each row's value): the graph cuts the values out and hashes each once
-    (trainer.data.raw_features). A missing value is the last value, empty; numbers and
-    booleans are their text."""
+    """A categorical column of a chunk as (its distinct values' bytes, each value's start, each
+    value's length, each row's value), Arrow's dictionary encoding of the chunk: the graph cuts
+    each distinct value out and hashes it once (trainer.data.raw_features), however many rows
+    hold it. A missing value is the last value, empty; numbers and booleans are their text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
