@@ -67,8 +67,8 @@ def open_parquet(source, where: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        return pq.ParquetFile(source)
+    try:  # no pre-buffering: it reads every row group a pass will read into memory up front
+        return pq.ParquetFile(source, pre_buffer=False)
     except (OSError, EOFError, pa.ArrowException) as err:
         raise JobError(f"{where}: not a readable Parquet file, truncated or corrupt ({err})") from None
 
