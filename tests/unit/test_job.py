@@ -123,7 +123,10 @@ def test_code_that_cannot_be_fetched_is_named(job_dir):
      "inputdataconfig.json: channel 'training': TrainingInputMode 'Stream'; accepted: File, Pipe, FastFile"),
     ({"input": {"training": {"S3DistributionType": "Sharded"}}},
      "channel 'training': S3DistributionType 'Sharded'; accepted: FullyReplicated, ShardedByS3Key"),
+    ({"resource": {"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-1"]}},
+     "resourceconfig.json: 'hosts' names 'algo-1' more than once: ['algo-1', 'algo-2', 'algo-1']"),
     ({"hyper": None}, "config file missing: {base}/input/config/hyperparameters.json"),
+    ({"hyper": "[1, 2]"}, "config file {base}/input/config/hyperparameters.json must hold a JSON object, got list"),
     ({"hyper": {"batch_size": "big"}}, "hyperparameter 'batch_size': expected an integer, got 'big'"),
 ])
 def test_bad_config_is_a_clear_error(job_dir, files, message):

@@ -27,6 +27,7 @@ BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
 # Set where the job's hosts are simulated on one machine (`trainer local --hosts N`): they
 # share its filesystem, so what a host keeps of its own (ssh keys) must not be at a fixed path.
 SHARED_MACHINE_ENV = "TRAINER_HOSTS_SHARE_THIS_MACHINE"
+JOB_NAME_ENV = "TRAINING_JOB_NAME"  # set by SageMaker (and its SDKs' local mode) in every job's container
 CONFIG_FILES = ("resourceconfig.json", "inputdataconfig.json", "hyperparameters.json")
 INPUT_MODES = ("File", "Pipe", "FastFile")
 S3_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
@@ -105,6 +106,9 @@ class Job:
     # job name resolves to where that decides the interface (trainer.contract.network).
     interfaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own_address: str | None = None
+    # SageMaker's name of the job (TRAINING_JOB_NAME), which a restarted job keeps: it tells a
+    # restart's own checkpoints from another job's (trainer.plan.start). None: not given.
+    job_name: str | None = None
 
     @property
     def host_index(self) -> int:
@@ -184,12 +188,16 @@ def _read_config(environment, name: str, reader) -> dict:
     if not os.path.isfile(path):
         raise JobError(f"config file missing: {path} (SageMaker writes it; trainer local lays it out)")
     try:
-        value = reader()
+        with open(path, encoding="utf-8") as file:
+            value = json.load(file)
     except json.JSONDecodeError as err:
         raise JobError(f"config file {path} is not valid JSON: line {err.lineno} column {err.colno}: {err.msg}") from None
+    except UnicodeDecodeError as err:
+        raise JobError(f"config file {path} is not UTF-8 text (byte {err.start}): SageMaker writes JSON") from None
+    # Checked before the toolkit reads it: its readers take an object for granted.
     if not isinstance(value, dict):
         raise JobError(f"config file {path} must hold a JSON object, got {type(value).__name__}")
-    return value
+    return reader()
 
 
 def _channels(environment, input_data_config: dict, config_path: str) -> dict[str, Channel]:
@@ -234,6 +242,9 @@ def _hosts(resource_config: dict, rc_path: str) -> tuple[tuple[str, ...], str]:
     current_host = resource_config.get("current_host")
     if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
         raise JobError(f"{rc_path}: 'hosts' must be a non-empty list of host names")
+    repeated = sorted({host for host in hosts if hosts.count(host) > 1})
+    if repeated:
+        raise JobError(f"{rc_path}: 'hosts' names {', '.join(map(repr, repeated))} more than once: {hosts}")
     if current_host not in hosts:
         raise JobError(f"{rc_path}: current_host {current_host!r} is not one of hosts {hosts}")
     return tuple(hosts), current_host
@@ -327,6 +338,7 @@ def read_job(base_dir: str | None = None) -> Job:
         instance_groups=instance_groups,
         current_group=str(resource_config.get("current_group_name", "") or ""),
         interfaces=interfaces,
+        job_name=os.environ.get(JOB_NAME_ENV) or None,
         own_address=_own_address(current_host) if len(hosts) > 1 and env.network_interface_name not in interfaces
         else None,
     )

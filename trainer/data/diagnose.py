@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import re
+import zlib
 
 from trainer.data.formats import NAMES, is_header_row, is_number
 from trainer.data.pipeline import InputSpec
@@ -40,11 +41,15 @@ def find_bad_record(spec: InputSpec, field_size: int, feature_size: int) -> JobE
     if spec.is_parquet:
         return None
     for path in spec.files:
-        if spec.columns is not None:
-            problem = _scan_table(path, spec, spec.compression_of(path))
-        else:
-            problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
-                path, field_size, feature_size, spec.compression_of(path))
+        compression = spec.compression_of(path)
+        try:
+            if spec.columns is not None:
+                problem = _scan_table(path, spec, compression)
+            else:
+                problem = (_scan_libsvm if spec.data_format == "libsvm" else _scan_tfrecord)(
+                    path, field_size, feature_size, compression)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # Python's gzip reader on a damaged file
+            problem = f"file {path}: gzip-compressed, but cut short or damaged ({err}); the lines before it were read"
         if problem:
             return JobError(f"channel '{spec.name}': {problem}")
     return None
