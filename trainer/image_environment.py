@@ -81,6 +81,42 @@ def network_interface_that_exists(environ, present: dict[str, tuple[str, ...]]) 
     return {NETWORK_INTERFACE: choice.name} if choice.name != named else {}
 
 
+def script_of(argv: list[str]) -> str | None:
+    """The user's script a Python command line runs (`python script.py`, or `python -m mpi4py
+    script.py` as ModelTrainer's MPI driver runs it under mpirun), or None."""
+    rest = list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "-m":
+            if not rest or rest.pop(0) != "mpi4py":
+                return None
+        elif arg == "-c":
+            return None
+        elif not arg.startswith("-"):
+            return arg if arg.endswith(".py") and os.path.isfile(arg) else None
+    return None
+
+
+def keras_for_a_script(environ, argv: list[str], line=None) -> dict[str, str]:
+    """A script ModelTrainer's drivers run themselves that uses Horovod's tf.keras API gets
+    tf.keras as Keras 2 on a Keras 3 line (TF_USE_LEGACY_KERAS), as through `train`
+    (trainer.tf_line.script_environment): Horovod's optimizer wrapper is Keras 2's."""
+    script = script_of(argv)
+    if script is None:
+        return {}
+    from trainer.contract.user_code import horovod_keras_use, keras_3_use
+    from trainer.tf_line import installed
+
+    line = line or installed()
+    if not line.keras_3:
+        return {}
+    with open(script, encoding="utf-8", errors="replace") as f:
+        source = f.read()
+    if not horovod_keras_use(source).endswith(": horovod.tensorflow.keras"):
+        return {}
+    return dict(line.script_environment(False, keras_3_use(source), environ))
+
+
 def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str = IMAGE_ENVIRONMENT) -> None:
     """In a Python process of the image that `train` did not start: its defaults and CPU
     settings, before anything imports TensorFlow. Never raises: it runs in every process."""
@@ -100,6 +136,7 @@ def at_python_start(environ=os.environ, argv: list[str] | None = None, path: str
         if derived:
             environ[DERIVED] = ",".join(sorted(derived))
         environ.update(network_interface_that_exists(environ, present_interfaces()))
+        environ.update(keras_for_a_script(environ, list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv))
     except Exception:  # a Python process of the image must start whatever happens here
         pass
     trust_for_a_model_trainer_driver(environ, list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv)

@@ -111,6 +111,23 @@ def test_model_trainer_s_mpi_launches_its_ranks_on_every_host(image, sdk3_path, 
     assert seen == {"local-rank-0-rank-0", "local-rank-1-rank-1", "local-rank-0-rank-2", "local-rank-1-rank-3"}, seen
 
 
+@pytest.mark.cores(2)
+def test_a_horovod_tf_keras_script_under_model_trainer_s_own_mpi_driver_gets_keras_2(image_2_21, sdk3_path, sdk_inputs,
+                                                                                     tmp_path):
+    """`distributed=MPI(...)` without `command="train"` on the 2.21 image: ModelTrainer's own MPI
+    driver runs the script (mpirun of `python -m mpi4py train.py`), and the image's start-up hook
+    gives a script of horovod.tensorflow.keras tf.keras as Keras 2 (tf-keras), as `train` does:
+    Horovod's optimizer wrapper is Keras 2's (under Keras 3 the script fails with "A KerasTensor
+    cannot be used as input to a TensorFlow function")."""
+    result, log, _ = model_trainer_job(sdk3_path, tmp_path, {
+        "image": IMAGE_2_21, "instance_count": 1, "mpi_processes_per_host": 2, "inputs": sdk_inputs,
+        "source_dir": SCRIPTS, "entry_script": "hvd_train.py", "hyperparameters": {"epochs": 1}},
+        timeout=ONE_HOST_TIMEOUT_SEC)
+    every_host_succeeded(result, log)
+    assert "Running MPI Driver" in log and "KerasTensor" not in log, log[-4000:]
+    assert "1/saved_model.pb" in saved_model_members(result["model_data"])
+
+
 @pytest.mark.cores(1)
 def test_a_failing_script_names_itself_its_rank_and_host_first(image, sdk3_path, sdk_inputs, tmp_path):
     result, log, _ = model_trainer_job(sdk3_path, tmp_path, {

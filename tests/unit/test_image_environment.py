@@ -94,3 +94,32 @@ def test_the_network_interface_mpi_is_told_exists(name):
     environ = {} if named is None else {"SM_NETWORK_INTERFACE_NAME": named}
     environ.update(network_interface_that_exists(environ, present))
     assert environ.get("SM_NETWORK_INTERFACE_NAME") == expected
+
+
+HOROVOD_TF_KERAS = "import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n"
+
+
+@pytest.mark.parametrize("source, argv, environ, expected", [
+    # ModelTrainer's MPI driver: mpirun ... python -m mpi4py script.py; its basic driver: python script.py
+    (HOROVOD_TF_KERAS, ["python3", "-m", "mpi4py", "{script}"], {}, {"TF_USE_LEGACY_KERAS": "1"}),
+    (HOROVOD_TF_KERAS, ["python3", "-u", "{script}", "--epochs", "1"], {}, {"TF_USE_LEGACY_KERAS": "1"}),
+    # the job chose itself; the script uses Keras 3's own API; Horovod's API for the keras package
+    (HOROVOD_TF_KERAS, ["python3", "{script}"], {"TF_USE_LEGACY_KERAS": "0"}, {}),
+    (HOROVOD_TF_KERAS + "x = tf.keras.ops.sum\n", ["python3", "{script}"], {}, {}),
+    ("import horovod.keras as hvd\n", ["python3", "{script}"], {}, {}),
+    # no Horovod Keras API, or no script at all
+    ("import tensorflow as tf\n", ["python3", "{script}"], {}, {}),
+    (HOROVOD_TF_KERAS, ["python3", "-c", "import horovod"], {}, {}),
+    (HOROVOD_TF_KERAS, ["python3", "-m", "trainer.worker"], {}, {}),
+    (HOROVOD_TF_KERAS, ["python3", "absent.py"], {}, {}),
+])
+def test_a_horovod_tf_keras_script_run_by_model_trainer_s_drivers_gets_keras_2(tmp_path, source, argv, environ,
+                                                                                 expected):
+    from trainer.image_environment import keras_for_a_script
+    from trainer.tf_line import LINES
+
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    argv = [arg.format(script=script) for arg in argv]
+    assert keras_for_a_script(dict(environ), argv, LINES["2.21"]) == expected
+    assert keras_for_a_script(dict(environ), argv, LINES["2.14"]) == {}  # tf.keras is Keras 2 there
