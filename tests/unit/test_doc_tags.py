@@ -16,8 +16,8 @@ def pushed_tags(arguments: list[str]) -> set[str]:
     return set(re.findall(r"^docker push \S+:(\S+)$", done.stdout, re.M))
 
 
-def test_every_tag_an_example_pulls_is_pushed_by_a_documented_push():
-    text = "\n".join(page.read_text() for page in PAGES)
+def used_and_pushed(text: str) -> tuple[set[str], set[str]]:
+    """The tags the text's examples use, and those its push commands push."""
     used = set(re.findall(r"\.amazonaws\.com/sagemaker-tf-trainer:([\w.-]+)", text))
     commands = re.findall(r"^\./build\.sh push([^\n#]*)", text, re.M)
     pushed = set()
@@ -28,7 +28,17 @@ def test_every_tag_an_example_pulls_is_pushed_by_a_documented_push():
                 del arguments[arguments.index(flag):arguments.index(flag) + 2]
         if "--tag" not in arguments and "--insecure" not in arguments:
             pushed |= pushed_tags(arguments)
+    return used, pushed
+
+
+def test_every_tag_an_example_pulls_is_pushed_by_a_documented_push():
+    used, pushed = used_and_pushed("\n".join(page.read_text() for page in PAGES))
     assert used and used <= pushed, f"tags the docs use but no documented push pushes: {sorted(used - pushed)}"
+
+
+def test_the_readme_alone_gets_a_newcomer_every_image_its_examples_use():
+    used, pushed = used_and_pushed((ROOT / "README.md").read_text())
+    assert used and used <= pushed, f"tags README.md uses but none of its pushes pushes: {sorted(used - pushed)}"
 
 
 def test_the_2_14_line_is_pushed_under_both_its_names():
