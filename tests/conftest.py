@@ -67,6 +67,14 @@ class JobRun:
         self.job_dir, self.exit_code, self.log = job_dir, exit_code, log
 
     @property
+    def job_name(self) -> str:
+        """The name `trainer local` gave the job (kept in its folder, or its hosts' parent folder)."""
+        for folder in (self.job_dir, os.path.dirname(self.job_dir)):
+            if os.path.exists(os.path.join(folder, "job-name")):
+                return open(os.path.join(folder, "job-name")).read().strip()
+        raise AssertionError(f"no job-name in {self.job_dir}")
+
+    @property
     def failure(self) -> str | None:
         path = os.path.join(self.job_dir, "output", "failure")
         return open(path).read() if os.path.exists(path) else None
@@ -84,13 +92,15 @@ class JobRun:
 def local_command(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
                   hosts: int = 1, instance_type: str = "local", sharded: tuple = (),
                   checkpoint_local_path=None, channel_config: tuple = (), groups: str = "",
-                  host_cpus: int = 0, network_interface: str = "") -> list[str]:
+                  host_cpus: int = 0, network_interface: str = "", job_name: str = "") -> list[str]:
     """The `trainer local` command line of a job (`sharded`: channels given ShardedByS3Key;
     `groups`: a heterogeneous cluster's instance groups, `--groups` of `trainer local`;
     `host_cpus`: each host on that many CPUs of its own; `network_interface`: the one
-    resourceconfig.json names, default eth0)."""
+    resourceconfig.json names, default eth0; `job_name`: TRAINING_JOB_NAME, default the job folder's)."""
     command = [sys.executable, "-m", "trainer", "local", "--job-dir", str(job_dir), "--input-mode", input_mode,
                "--hosts", str(hosts), "--instance-type", instance_type]
+    if job_name:
+        command += ["--job-name", job_name]
     if network_interface:
         command += ["--network-interface-name", network_interface]
     if host_cpus:
@@ -123,12 +133,12 @@ def first_host_folder(job_dir, hosts: int) -> str:
 def run_local(job_dir, channels: dict, hyperparameters: dict | None = None, input_mode: str = "File",
               timeout: float = JOB_TIMEOUT_SEC, hosts: int = 1, instance_type: str = "local",
               sharded: tuple = (), checkpoint_local_path=None, channel_config: tuple = (), groups: str = "",
-              env: dict | None = None, host_cpus: int = 0, network_interface: str = "") -> JobRun:
+              env: dict | None = None, host_cpus: int = 0, network_interface: str = "", job_name: str = "") -> JobRun:
     """`trainer local` in a subprocess, as a user runs it; its output is captured. With
     several hosts (`hosts`, or the sum of `groups`'), `job_dir` of the result is the first host's folder.
     `env`: the job's environment (default: this process's)."""
     command = local_command(job_dir, channels, hyperparameters, input_mode, hosts, instance_type, sharded,
-                            checkpoint_local_path, channel_config, groups, host_cpus, network_interface)
+                            checkpoint_local_path, channel_config, groups, host_cpus, network_interface, job_name)
     hosts = group_hosts(groups) or hosts
     # Its own process group: a hang guard that fires stops every host of the job, not only `trainer local`.
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

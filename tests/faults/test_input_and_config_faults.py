@@ -1,6 +1,7 @@
 """Input and configuration faults, for real: corrupt and truncated files, malformed lines,
 missing channels and FIFOs, broken config files. Each must end the job quickly with the
 exit status 1 and a first line that names what is wrong and where."""
+import gzip
 import json
 import os
 import re
@@ -121,6 +122,15 @@ def test_bad_libsvm_token_names_file_and_line(criteo_libsvm, tmp_path, record_fa
     run, seconds = timed_run(tmp_path, {"training": str(bad)}, {"batch_size": 16, "num_epochs": 1})
     failed_as(run, seconds, r"channel 'training': file \S+/bad\.libsvm line 42: token 'abc' is not id:value$",
               record_fault, "a malformed libsvm line")
+
+
+def test_truncated_gzip_libsvm_names_the_file(criteo_libsvm, tmp_path, record_fault):
+    whole = gzip.compress(open(criteo_libsvm[0], "rb").read())
+    cut = tmp_path / "cut.libsvm.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    run, seconds = timed_run(tmp_path, {"training": str(cut)}, {"batch_size": 16, "num_epochs": 1})
+    failed_as(run, seconds, r"channel 'training': file \S+/cut\.libsvm\.gz: gzip-compressed, but cut short or damaged",
+              record_fault, "a truncated gzip-compressed libsvm file")
 
 
 def test_bad_libsvm_lines_are_skipped_and_counted_when_asked(criteo_libsvm, tmp_path):
@@ -278,6 +288,21 @@ def test_fewer_pipe_channels_than_processes(aws_split, tmp_path, record_fault):
               record_fault, "fewer Pipe-mode channels than processes on a host (P1)")
 
 
+def test_a_damaged_model_tar_gz_in_the_model_channel_is_named(aws_split, tmp_path, record_fault):
+    archive = tmp_path / "yesterday" / "model.tar.gz"
+    archive.parent.mkdir()
+    archive.write_bytes(gzip.compress(b"1/saved_model.pb" + bytes(600))[:300])  # an upload cut short
+    run, seconds = timed_run(tmp_path, {**aws_split, "model": str(archive.parent)})
+    failed_as(run, seconds, r"channel 'model': \S+/input/data/model/model\.tar\.gz is not a readable tar archive, "
+                            r"truncated or damaged", record_fault, "a damaged model.tar.gz in the model channel")
+
+
+def test_init_from_model_without_a_model_channel(aws_split, tmp_path, record_fault):
+    run, seconds = timed_run(tmp_path, aws_split, {"init_from": "model"})
+    failed_as(run, seconds, re.escape("hyperparameter 'init_from' is model, but the job has no channel 'model' "),
+              record_fault, "init_from=model without a model channel")
+
+
 # --- configuration -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, content, fault, pattern", [
@@ -286,6 +311,10 @@ def test_fewer_pipe_channels_than_processes(aws_split, tmp_path, record_fault):
      r".*inputdataconfig\.json.*(not valid JSON|malformed|cannot be parsed)"),
     ("resourceconfig.json", {"current_host": "algo-9", "hosts": ["algo-1"]}, "current host not in hosts",
      r".*current_host 'algo-9' is not (one of|in) .*hosts"),
+    ("resourceconfig.json", {"current_host": "algo-1", "hosts": ["algo-1", "algo-1"]}, "one host named twice",
+     r"\S+/resourceconfig\.json: 'hosts' names 'algo-1' more than once"),
+    ("hyperparameters.json", "[\"batch_size\", 64]", "hyperparameters.json holding a JSON list",
+     r"config file \S+/hyperparameters\.json must hold a JSON object, got list$"),
 ])
 def test_broken_config_files(aws_split, tmp_path, record_fault, name, content, fault, pattern):
     job_dir = laid_out(tmp_path / "job", {"training": [aws_split["training"]]})

@@ -164,3 +164,25 @@ def test_plan_of_a_heterogeneous_cluster(quarters):
     assert "static sharding" in service["reading"]
     code, result = plan("--channel", f"training={quarters / 'all'}", "--groups", "a=1:ml.c5.xlarge,b=1:ml.c5.xlarge")
     assert code == 1 and "which of them train is not said" in result["error"]
+
+
+def test_the_plan_says_what_training_starts_from_and_names_unknown_hyperparameters(aws_split, tmp_path):
+    """Before anything runs: another job's checkpoint in the folder warm-starts this one, the
+    same job's resumes; a hyperparameter the built-in model does not read is listed."""
+    from trainer.contract.checkpoint_folder import CheckpointRecord, write_record
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "ckpt-32.index").write_bytes(b"")
+    write_record(CheckpointRecord(str(checkpoints / "ckpt-32"), 32, "day-1", 1, 0, 32, None, "adam"))
+    common = ["--channel", f"training={aws_split['training']}", "--checkpoint-local-path", str(checkpoints),
+              "--hp", "bach_size=64"]
+    code, today = plan(*common, "--job-name", "day-2")
+    assert code == 0, today
+    assert today["start"].startswith(f"warm start (weights, then this job's own epochs from step 0) from checkpoint "
+                                     f"{checkpoints}/ckpt-32 (job day-1, 1 epochs done, step 32): written by another job")
+    assert today["plan"]["start"]["how"] == "warm_start"
+    assert today["unknown_hyperparameters"] == [
+        "unknown hyperparameter 'bach_size' (did you mean 'batch_size'?): ignored: no user code to read it"]
+    code, restarted = plan(*common, "--job-name", "day-1")
+    assert restarted["start"].startswith(f"resume from checkpoint {checkpoints}/ckpt-32 (job day-1, ")

@@ -131,7 +131,7 @@ def test_gzip_and_recordio_channels(aws_split, tmp_path, case):
 def test_resumes_from_its_checkpoint(file_and_pipe_runs, aws_split, tmp_path, local_path):
     """From /opt/ml/checkpoints, or from the LocalPath of the job's checkpointconfig.json
     (the SDK's checkpoint_local_path), which `trainer plan` shows: the checkpoints of the
-    3-epoch File-mode job above, copied there, and a job of 4 epochs that starts from them."""
+    3-epoch File-mode job above, copied there, and that job restarted (its name) for 4 epochs."""
     checkpoints = tmp_path / "spot-checkpoints" if local_path else tmp_path / "job" / "checkpoints"
     shutil.copytree(os.path.join(file_and_pipe_runs["File"].job_dir, "checkpoints"), checkpoints)
     where = {"checkpoint_local_path": checkpoints} if local_path else {}
@@ -142,7 +142,7 @@ def test_resumes_from_its_checkpoint(file_and_pipe_runs, aws_split, tmp_path, lo
         plan = subprocess.run([sys.executable, "-m", "trainer", "plan", "--job-dir", str(tmp_path / "job")],
                               capture_output=True, text=True, cwd=PROJECT_ROOT)
         assert json.loads(plan.stdout)["folders"]["checkpoints"] == str(checkpoints), plan.stdout + plan.stderr
-    resumed = run_local(tmp_path / "job", aws_split, hp, **where)
+    resumed = run_local(tmp_path / "job", aws_split, hp, job_name=file_and_pipe_runs["File"].job_name, **where)
     assert resumed.exit_code == 0, resumed.log[-3000:]
     assert f"resumed from {checkpoints}" in resumed.log and "3 epochs and 96 steps done" in resumed.log
     assert resumed.metrics["steps"] == 128 and resumed.metrics["epochs"] == 4

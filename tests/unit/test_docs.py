@@ -61,7 +61,7 @@ def test_the_readme_is_a_front_door():
 
 # The README's Documentation: guides in a newcomer's order, then reference, then measurements.
 DOCUMENTATION = {
-    "Guides:": ["first-job.md", "your-data.md", "your-model.md", "your-script.md", "distribution.md", "image.md"],
+    "Guides:": ["first-job.md", "your-data.md", "daily-retraining.md", "your-model.md", "your-script.md", "distribution.md", "image.md"],
     "Reference:": ["hyperparameters.md", "faults.md", "security.md", "glossary.md", "how-modes-run.md",
                    "pitfalls.md", "development.md"],
     "Measurements:": ["performance.md", "modes-measured.md"],

@@ -16,7 +16,7 @@ from trainer.supervision import peers
 from trainer.training import tensorboard
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
-GUIDES = ("first-job.md", "your-data.md", "your-model.md", "your-script.md", "distribution.md", "image.md")
+GUIDES = ("first-job.md", "your-data.md", "daily-retraining.md", "your-model.md", "your-script.md", "distribution.md", "image.md")
 # A number with a unit: seconds, bytes, a speed-up, a share, millions.
 FIGURE = re.compile(r"\b\d[\d,]*(?:\.\d+)?(?:\s?(?:s|ms|KB|MB|GB|minutes?|hours?|x|million)\b|%)")
 

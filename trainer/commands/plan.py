@@ -20,7 +20,8 @@ import json
 import os
 import tempfile
 
-from trainer.contract.job import base_dir_from_env, read_job
+from trainer.contract.hyperparameters import unknown_name_warning
+from trainer.contract.job import JOB_NAME_ENV, base_dir_from_env, read_job
 from trainer.measure import probe
 from trainer.cpu import settings as cpu
 from trainer.errors import JobError
@@ -69,7 +70,8 @@ def plan_and_check(args: argparse.Namespace) -> dict:
             result["scaling"] = probe.scaling_of(job, plan)
         return result
     local = runner.LocalJob.from_args(args)
-    for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus or args.host_cpus or None)):
+    for name, value in (("SM_NUM_GPUS", args.gpus), ("SM_NUM_CPUS", args.cpus or args.host_cpus or None),
+                        (JOB_NAME_ENV, args.job_name or None)):
         if value is not None:
             os.environ[name] = str(value)
     with tempfile.TemporaryDirectory(prefix="trainer-plan-") as folder:
@@ -99,6 +101,11 @@ def described(job, plan, readable=None) -> dict:
 
         spec = InputSpec.for_process(readable or job, process, on_data_hosts=plan.data_service is not None)
         result["input"] = {**spec.describe(job.hyperparameters.feature_size), "input_mode": plan.input_mode}
+    if plan.start is not None:
+        result["start"] = plan.start.describe()
+    if not job.runs_script and job.hyperparameters.extra:  # the built-in model's: read by nothing
+        result["unknown_hyperparameters"] = [unknown_name_warning(key, job.entry_point is not None).split("; declared:")[0]
+                                             for key in sorted(job.hyperparameters.extra)]
     return {**result, "cpu_settings": settings.describe(job.tf_line.openmp), "folders": folders_of(job)}
 
 

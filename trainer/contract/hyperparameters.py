@@ -216,6 +216,13 @@ SPECS: tuple[Spec, ...] = (
     Spec("model_version", "int", 1, "Version folder of the exported SavedModel: model/<version>/.",
          minimum=0),
     Spec("keep_checkpoints", "int", 3, "Checkpoints kept in the checkpoint dir.", minimum=1),
+    Spec("init_from", "str", "auto", "What a new job starts from (a restarted job always resumes its own "
+         "checkpoint): auto: the model channel, else the newest checkpoint another job left in the checkpoint "
+         "dir, else nothing; checkpoint: that checkpoint only; model: the model channel (required); none: "
+         "nothing. Starting from another job's model loads its weights (and optimizer state) and trains this "
+         "job's num_epochs from step 0 (docs/daily-retraining.md).", choices=("auto", "checkpoint", "model", "none")),
+    Spec("model_channel", "str", "model", "Name of the channel holding a previous job's model.tar.gz or "
+         "SavedModel folder (the SDKs' model_channel_name).", group="input"),
     Spec("stall_timeout_sec", "float", 900.0, "A process that makes no training or evaluation step "
          "for this long logs every thread's stack, names itself and its last step in the failure "
          "file and ends the job. A script's rank: one that Horovod's stall check names as missing, "

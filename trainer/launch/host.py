@@ -41,6 +41,8 @@ def run(job) -> dict | None:
         log.info("distribution: this host feeds the training hosts (%s), which plan their training", ", ".join(plan.hosts))
     else:
         log.info("distribution: %s", describe(plan, job.runs_script))
+        if plan.start is not None and job.current_host == plan.chief.host:  # the chief starts it; the others follow
+            log.info("start: %s", plan.start.describe())
     if plan.network_interface_why and len(plan.job_hosts) > 1:  # one host's processes talk over no interface
         log.warning("network: %s", plan.network_interface_why)
     if len(plan.job_hosts) == 1:

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from trainer.contract.job import BASE_DIR_ENV, SHARED_MACHINE_ENV
+from trainer.contract.job import BASE_DIR_ENV, JOB_NAME_ENV, SHARED_MACHINE_ENV
 from trainer.data.fifo import recordio_record
 from trainer.data.pipeline import list_data_files
 from trainer.data import formats
@@ -49,6 +49,8 @@ def channel_setting(text: str) -> tuple[str, str, str]:
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected NAME:KEY=VALUE, got {text!r}") from None
 
+
+JOB_NAME_FILE = "job-name"  # in a job folder: the name its first run had
 
 # The settings of a channel that `--channel-config` may give (as SageMaker's TrainingInput does):
 # their accepted values (none listed: any; ContentType is a free string, by default the
@@ -85,6 +87,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a channel's CompressionType (None, Gzip) or RecordWrapperType (None, RecordIO), as "
                              "in SageMaker's TrainingInput; in Pipe mode the feeder then streams Gzip files "
                              "decompressed and wraps each file in a RecordIO record, as SageMaker does (repeatable)")
+    parser.add_argument("--job-name", metavar="NAME", default="",
+                        help="the job's name (SageMaker's TRAINING_JOB_NAME), which tells a restart's own checkpoints "
+                             "from another job's; default: the name the job folder was first run under, else a new one")
     parser.add_argument("--checkpoint-local-path", metavar="PATH",
                         help="the job's CheckpointConfig LocalPath (the SDK's checkpoint_local_path): where "
                              "checkpoints are written and resumed from (with several hosts, PATH/<host>)")
@@ -124,6 +129,7 @@ class LocalJob:
     groups: tuple = ()  # (name, count, instance type): a heterogeneous cluster's instance groups
     host_cpus: int = 0  # CPUs of each host's own (0: every host may use every CPU)
     network_interface_name: str = "eth0"  # resourceconfig.json's
+    job_name: str = ""  # TRAINING_JOB_NAME ("": the job folder's, else a new one: job_name_in)
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
@@ -153,7 +159,31 @@ class LocalJob:
                              f"this process may use {len(os.sched_getaffinity(0))}")
         return LocalJob(channels, dict(args.hp), args.input_mode, args.instance_type, hosts,
                         frozenset(args.sharded_channel), checkpoints, tuple(args.channel_config), groups, host_cpus,
-                        getattr(args, "network_interface_name", "eth0"))
+                        getattr(args, "network_interface_name", "eth0"), getattr(args, "job_name", "") or "")
+
+    def job_name_in(self, job_dir: str) -> str:
+        """The job's name: --job-name, else the one the folder was first run under (a run in the
+        same folder is that job restarted, as SageMaker restarts a job under its name), else a new
+        one in SageMaker's style; remembered in the folder."""
+        remembered = os.path.join(job_dir, JOB_NAME_FILE)
+        name = self.job_name
+        if not name and os.path.exists(remembered):
+            with open(remembered, encoding="utf-8") as f:
+                name = f.read().strip()
+        name = name or "trainer-local-" + time.strftime("%Y-%m-%d-%H-%M-%S-", time.gmtime()) + f"{time.time() % 1 * 1000:03.0f}"
+        os.makedirs(job_dir, exist_ok=True)
+        with open(remembered, "w", encoding="utf-8") as f:
+            f.write(name + "\n")
+        return name
+
+    def input_mode_of(self, channel: str, input_mode: str | None = None) -> str:
+        """A channel's TrainingInputMode: the job's, but File for the model channel (a previous
+        job's model is read as files)."""
+        input_mode = input_mode or self.input_mode
+        return "File" if self.is_model_channel(channel) and input_mode == "Pipe" else input_mode
+
+    def is_model_channel(self, channel: str) -> bool:
+        return channel == str(self.hyperparameters.get("model_channel", "model"))
 
     def settings(self, channel: str) -> dict[str, str]:
         """The channel's CompressionType and RecordWrapperType, and its ContentType where given."""
@@ -219,7 +249,7 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
         "network_interface_name": job.network_interface_name,
     })
     write_json(os.path.join(config_dir, "inputdataconfig.json"), {
-        name: {"TrainingInputMode": input_mode,
+        name: {"TrainingInputMode": job.input_mode_of(name, input_mode),
                "S3DistributionType": "ShardedByS3Key" if name in job.sharded else "FullyReplicated",
                "ContentType": content_type(paths), **job.settings(name)}
         for name, paths in job.channels.items()})
@@ -228,16 +258,28 @@ def lay_out_host(folder: str, job: LocalJob, host_index: int, input_mode: str) -
         write_json(os.path.join(config_dir, "checkpointconfig.json"), {"LocalPath": local_path})
     elif os.path.exists(os.path.join(config_dir, "checkpointconfig.json")):  # from an earlier layout
         os.remove(os.path.join(config_dir, "checkpointconfig.json"))
-    if input_mode != "Pipe":  # File, and FastFile (the objects mounted as files)
-        for name in job.channels:
-            channel_dir = os.path.join(data_dir, name)
-            os.makedirs(channel_dir)
-            for index, path in enumerate(job.files(name, host_index)):
-                link = os.path.join(channel_dir, os.path.basename(path))
-                if os.path.lexists(link):  # two files with one name: keep both
-                    link = os.path.join(channel_dir, f"{index}-{os.path.basename(path)}")
-                os.symlink(os.path.abspath(path), link)
+    for name in job.channels:
+        if job.input_mode_of(name, input_mode) != "Pipe":  # File, and FastFile (the objects mounted as files)
+            if job.is_model_channel(name):  # a SavedModel's folders are kept as they are
+                _link_files(os.path.join(data_dir, name), _top_entries(job.channels[name]))
+            else:
+                _link_files(os.path.join(data_dir, name), job.files(name, host_index))
     return folder
+
+
+def _top_entries(paths: list[str]) -> list[str]:
+    """The files given, and what the folders given hold (not flattened: a SavedModel's own folders)."""
+    return [os.path.join(path, entry) for path in paths if os.path.isdir(path) for entry in sorted(os.listdir(path))] \
+        + [path for path in paths if not os.path.isdir(path)]
+
+
+def _link_files(channel_dir: str, files: list[str]) -> None:
+    os.makedirs(channel_dir)
+    for index, path in enumerate(files):
+        link = os.path.join(channel_dir, os.path.basename(path))
+        if os.path.lexists(link):  # two files with one name: keep both
+            link = os.path.join(channel_dir, f"{index}-{os.path.basename(path)}")
+        os.symlink(os.path.abspath(path), link)
 
 
 def content_type(paths: list[str]) -> str:
@@ -350,14 +392,15 @@ def _stop_forwarded_to(processes: list):
     return handling_sigterm(forward)
 
 
-def _run_hosts(job: LocalJob, folders: dict[str, str]) -> int:
+def _run_hosts(job: LocalJob, folders: dict[str, str], job_env: dict) -> int:
     """`train` on every host at once, each in its own network namespace; the first
     non-zero exit code in host order, or 0."""
     from trainer.local.netns import HostNamespaces
 
     with HostNamespaces(job.host_names) as namespaces:
         processes = {host: subprocess.Popen(namespaces.command(host, _train_command()),
-                                            env={**os.environ, BASE_DIR_ENV: folder, SHARED_MACHINE_ENV: "1"},
+                                            env={**os.environ, **job_env, BASE_DIR_ENV: folder,
+                                                 SHARED_MACHINE_ENV: "1"},
                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                             preexec_fn=job.pin(index))
                      for index, (host, folder) in enumerate(folders.items())}
@@ -377,10 +420,11 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
     host's folder, exit code)."""
     job_dir = os.path.abspath(job_dir or tempfile.mkdtemp(prefix="trainer-job-"))
     folders = job.lay_out(job_dir)
+    job_env = {JOB_NAME_ENV: job.job_name_in(job_dir)}
     feeders = []
     if job.input_mode == "Pipe":
         for index, (host, folder) in enumerate(folders.items()):
-            for name in job.channels:
+            for name in (name for name in job.channels if job.input_mode_of(name) == "Pipe"):
                 settings = job.settings(name)
                 feeders.append(PipeFeeder(os.path.join(folder, "input", "data", name), job.files(name, index),
                                           gunzip=settings["CompressionType"] == "Gzip",
@@ -389,11 +433,12 @@ def run(job: LocalJob, job_dir: str | None = None) -> tuple[str, int]:
         feeder.start()
     try:
         if job.hosts == 1:
-            train = subprocess.Popen(_train_command(), env={**os.environ, BASE_DIR_ENV: job_dir}, preexec_fn=job.pin(0))
+            train = subprocess.Popen(_train_command(), env={**os.environ, **job_env, BASE_DIR_ENV: job_dir},
+                                     preexec_fn=job.pin(0))
             with _stop_forwarded_to([train]):
                 exit_code = train.wait()
         else:
-            exit_code = _run_hosts(job, folders)
+            exit_code = _run_hosts(job, folders, job_env)
     finally:
         for feeder in feeders:
             feeder.stop()

@@ -38,6 +38,16 @@ class Hooks:
     optimizer_fn: Callable
     custom_parse: bool
     bad_records: object = None  # trainer.data.records.BadRecords with skip_bad_records
+    provided: tuple[str, ...] = ()  # the hooks the user's module provides
+
+    def written_by(self, hp, job_name: str | None) -> dict:
+        """What a checkpoint or export records of what made it: the job, the built-in model's
+        shape (None for the user's model), the optimizer (by name)."""
+        from trainer.contract.checkpoint_folder import MODEL_SHAPE
+
+        model = None if "model_fn" in self.provided else {name: hp[name] for name in MODEL_SHAPE}
+        optimizer = "optimizer_fn" if "optimizer_fn" in self.provided else hp.optimizer
+        return {"job": job_name, "model": model, "optimizer": optimizer}
 
 
 def _import_path(path: str) -> ModuleType:
@@ -111,4 +121,5 @@ def load_hooks(job, learning_rate) -> Hooks:
     if module:
         log.info("user module %s provides: %s", source, ", ".join(n for n, f in user.items() if f))
     custom_parse = bool(user.get("parse_fn"))
-    return Hooks(source, model_fn, parse_fn, optimizer_fn, custom_parse, None if custom_parse else bad_records)
+    return Hooks(source, model_fn, parse_fn, optimizer_fn, custom_parse, None if custom_parse else bad_records,
+                 tuple(name for name, hook in user.items() if hook))

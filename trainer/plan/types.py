@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass, field
 
+from trainer.plan.start import Start
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,9 @@ class Plan:
     network_interface: str = ""
     network_interface_why: str = ""
     network_interface_usable: bool = True  # False: named, absent, and no other clearly the job's
+    # What training starts from: a restart's own checkpoint, another job's model, or nothing
+    # (trainer.plan.start); None for a user's script.
+    start: Start | None = None
 
     @property
     def job_hosts(self) -> tuple[str, ...]:

@@ -14,10 +14,12 @@ import os
 
 from trainer import modes
 from trainer.contract.channels import eval_channel_name, training_channels
+from trainer.contract.checkpoint_folder import checkpoints_in
+from trainer.contract.model_channel import find_model
 from trainer.contract.network import choose_interface
 from trainer.errors import JobError
 from trainer.modes.base import Mode, modes_that
-from trainer.plan import auto
+from trainer.plan import auto, start
 from trainer.plan.layout import Layout, check_channels
 from trainer.plan.types import MPI_KINDS, LaunchKind, Plan, SshTrust
 from trainer.planner import data_groups
@@ -138,7 +140,21 @@ def training_plan(job) -> Plan:
         ssh_trust=SshTrust.from_leader(leader, job.hosts) if launch.kind == LaunchKind.SAGEMAKER_MPI else None,
         script_environment=script_environment, script_keras_2_why=keras_2_why if script_environment else "",
         network_interface=interface.name, network_interface_why=interface.why,
-        network_interface_usable=interface.usable)
+        network_interface_usable=interface.usable, start=None if job.runs_script else training_start(job))
+
+
+def training_start(job) -> start.Start:
+    """What the built-in model or hooks' start from (a script resumes as it chooses)."""
+    hp = job.hyperparameters
+    channel = job.channels.get(hp.model_channel)
+    model = None
+    if channel is not None:
+        found = find_model(channel)
+        record = found.record or {}
+        model = start.Source("model", found.describe(), resume=False, job=record.get("job"),
+                             epoch=record.get("epoch"), step=record.get("step"))
+    return start.decide(checkpoints_in(job.checkpoint_dir), job.job_name, hp.init_from, model, job.checkpoint_dir,
+                        hp.model_channel)
 
 
 def _why_a_script_needs_keras_2(job, mode: Mode) -> str:

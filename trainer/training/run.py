@@ -15,6 +15,7 @@ from trainer.errors import PeerLost, Stopped
 from trainer.supervision.supervise import lost_peer_reason
 from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
+from trainer.plan.start import Start
 from trainer.pricing import price_of_job
 from trainer.report import write_metrics
 from trainer.training import switches, tensorboard
@@ -22,7 +23,7 @@ from trainer.training.callbacks import progress_callbacks
 from trainer.training.evaluation import Evaluator
 from trainer.training.inputs import Inputs, input_errors_explained, with_field_size_of
 from trainer.training.keras_pass import END_OF_PASS_FILTER
-from trainer.training.saving import Checkpoints, export_saved_model
+from trainer.training.saving import Checkpoints, export_saved_model, weights_fingerprint
 from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog
 
@@ -60,7 +61,8 @@ class TrainingRun:
         runtime.input_for = lambda worker: Inputs.training(job, plan, worker, self.hooks, runtime.batch_size,
                                                            on_ps_worker=True)
         self.model, self.optimizer = self._build_model()
-        self.saved = Checkpoints(self.model, job.checkpoint_dir, hp.keep_checkpoints, runtime.io_device)
+        self.saved = Checkpoints(self.model, job.checkpoint_dir, hp.keep_checkpoints, runtime.io_device,
+                                 self.hooks.written_by(hp, job.job_name))
         self.start_epoch, self.resume_step = self._restore()
         runtime.prepare(self.model, self.optimizer)
         log.info("%s as %s rank %s: model %s; %s", plan.mode, process.role, process.rank, self.hooks.source,
@@ -100,14 +102,19 @@ class TrainingRun:
 
     def _restore(self) -> tuple[int, int]:
         """(epochs done, steps of the next epoch done): the chief restores; the others get its state (P8)."""
-        runtime = self.runtime
+        runtime, job = self.runtime, self.job
+        self.started_from = None
         if runtime.writes_outputs:
-            self.saved.restore_latest()
+            self.started_from = self.saved.begin(self.plan.start or Start("fresh", "no plan of its start"),
+                                                 job.channels.get(self.hp.model_channel))
         start_epoch = runtime.broadcast_from_chief(int(self.saved.epoch.numpy()))
         resume_step = runtime.broadcast_from_chief(int(self.saved.epoch_step.numpy()))
         runtime.resume_position = tuple(int(steps) for steps in self.saved.pass_position.numpy())
         self.saved.epoch.assign(start_epoch)
         runtime.sync_initial_state(self.model, self.optimizer)
+        warm = self.started_from is not None and not self.started_from.resume
+        if runtime.broadcast_from_chief(int(warm)):  # every rank says what it starts from, to be compared
+            log.info("%s starts from weights %s", self.process.name, weights_fingerprint(self.model))
         return start_epoch, resume_step
 
     @property
@@ -224,6 +231,9 @@ class TrainingRun:
             "epochs": int(self.saved.epoch.numpy()),
             "steps": self.step,
             "resumed_from_epoch": self.start_epoch,
+            "started_from": self.started_from and {"how": "resume" if self.started_from.resume else "warm_start",
+                                                   "kind": self.started_from.kind, "path": self.started_from.path,
+                                                   "job": self.started_from.job},
             "bad_records_skipped": None if bad_records is None else int(bad_records.skipped.numpy()),
             "history": self.history,
             "model": self.hooks.source,
@@ -248,9 +258,10 @@ class TrainingRun:
         runtime, hp = self.runtime, self.hp
         if runtime.writes_outputs:
             with self.watchdog.phase("exporting the model", hp.save_timeout_sec):
-                metrics["export_dir"] = export_saved_model(self.model, self.job.model_dir, hp.model_version,
-                                                           runtime.io_device, self._raw_signatures())
-            log.info("exported SavedModel to %s", metrics["export_dir"])
+                metrics["export_dir"] = export_saved_model(
+                    self.model, self.job.model_dir, hp.model_version, runtime.io_device, self._raw_signatures(),
+                    record={**self.saved.written_by, "epoch": metrics["epochs"], "step": self.step})
+            log.info("exported SavedModel to %s (weights %s)", metrics["export_dir"], weights_fingerprint(self.model))
             write_metrics(self.job.output_data_dir, metrics)
         elif runtime.export_is_collective:
             with tempfile.TemporaryDirectory(prefix="trainer-export-") as scratch:
