@@ -11,7 +11,7 @@ from trainer.contract.checkpoint_folder import checkpoints_in
 from trainer.contract.job import Channel
 from trainer.errors import JobError
 from trainer.models.optimizers import build_optimizer_state
-from trainer.plan.start import Source, decide
+from trainer.plan.start import Source, choose_start
 from trainer.training.saving import Checkpoints, export_saved_model, weights_fingerprint
 
 SHAPE = {"feature_size": 10, "field_size": 3, "embedding_size": 4, "deep_layers": [4]}
@@ -42,7 +42,7 @@ def starting(job, directory, shape=SHAPE, **model_options):
     """Job `job`'s model and checkpoints, and its start as the plan decides it."""
     keras_model = model(**model_options)
     saved = Checkpoints(keras_model, str(directory), 3, None, {"job": job, "model": shape, "optimizer": "adam"})
-    return keras_model, saved, decide(checkpoints_in(str(directory)), job, "auto", None, str(directory))
+    return keras_model, saved, choose_start(checkpoints_in(str(directory)), job, "auto", None, str(directory))
 
 
 def test_a_restart_resumes_its_own_and_numbers_on(tmp_path):
@@ -111,7 +111,7 @@ def test_a_saved_model_warm_starts_the_weights_and_another_model_s_is_refused(tm
     export_saved_model(first, str(tmp_path / "export"), 1, record={"job": "a", "model": SHAPE, "epoch": 2})
     channel = Channel("model", "File", "FullyReplicated", "", str(tmp_path / "export"))
     today, saved, _ = starting("b", tmp_path / "b-checkpoints")
-    start = decide((), "b", "model", Source("model", channel.path, resume=False), str(tmp_path / "b-checkpoints"))
+    start = choose_start((), "b", "model", Source("model", channel.path, resume=False), str(tmp_path / "b-checkpoints"))
     assert saved.begin(start, channel).kind == "model"
     assert weights_fingerprint(today) == weights_fingerprint(first) and int(today.optimizer.iterations) == 0
     _, saved, _ = starting("c", tmp_path / "c-checkpoints", shape=None, extra_layer=True)

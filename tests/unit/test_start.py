@@ -12,7 +12,7 @@ from trainer.contract.checkpoint_folder import CheckpointRecord, checkpoints_in
 from trainer.contract.job import Channel
 from trainer.contract.model_channel import RECORD, find_model, unpacked
 from trainer.errors import JobError
-from trainer.plan.start import Source, decide, refuse_another_shape
+from trainer.plan.start import Source, choose_start, refuse_another_shape
 
 
 def record(number, job, epoch=1, step=None):
@@ -49,7 +49,7 @@ A64, A32, B96 = record(64, "job-a", 2), record(32, "job-a", 1), record(96, "job-
     ((A64,), None, "auto", MODEL, "resume", ["/ckpt/ckpt-64", MODEL.path], "the job has no name"),
 ])
 def test_what_training_starts_from(checkpoints, job, init_from, model, how, paths, why):
-    start = decide(checkpoints, job, init_from, model, "/ckpt")
+    start = choose_start(checkpoints, job, init_from, model, "/ckpt")
     assert start.how == how
     assert [s.path for s in start.sources] == paths
     assert why in start.why, start.why
@@ -61,11 +61,11 @@ def test_what_training_starts_from(checkpoints, job, init_from, model, how, path
 
 def test_init_from_model_without_the_channel_is_refused():
     with pytest.raises(JobError, match="hyperparameter 'init_from' is model, but the job has no channel 'prior'"):
-        decide((A64,), "job-b", "model", None, "/ckpt", model_channel="prior")
+        choose_start((A64,), "job-b", "model", None, "/ckpt", model_channel="prior")
 
 
 def test_what_the_plan_says():
-    start = decide((A64, A32), "job-b", "auto", None, "/ckpt")
+    start = choose_start((A64, A32), "job-b", "auto", None, "/ckpt")
     assert start.describe() == (
         "warm start (weights, then this job's own epochs from step 0) from checkpoint /ckpt/ckpt-64 (job job-a, "
         "2 epochs done, step 64): written by another job; this one is job-b: its weights start this job, which "

@@ -66,7 +66,7 @@ def _checkpoint_source(record: CheckpointRecord, resume: bool) -> Source:
     return Source("checkpoint", record.prefix, resume, record.job, record.epoch, record.step)
 
 
-def decide(checkpoints: tuple[CheckpointRecord, ...], job_name: str | None, init_from: str,
+def choose_start(checkpoints: tuple[CheckpointRecord, ...], job_name: str | None, init_from: str,
            model: Source | None, folder: str, model_channel: str = "model") -> Start:
     """The start of a job named `job_name` whose checkpoint folder `folder` holds
     `checkpoints` (newest first) and whose model channel (if any) is `model`."""

@@ -153,7 +153,7 @@ def training_start(job) -> start.Start:
         record = found.record or {}
         model = start.Source("model", found.describe(), resume=False, job=record.get("job"),
                              epoch=record.get("epoch"), step=record.get("step"))
-    return start.decide(checkpoints_in(job.checkpoint_dir), job.job_name, hp.init_from, model, job.checkpoint_dir,
+    return start.choose_start(checkpoints_in(job.checkpoint_dir), job.job_name, hp.init_from, model, job.checkpoint_dir,
                         hp.model_channel)
 
 
