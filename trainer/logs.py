@@ -5,6 +5,9 @@ import logging
 import os
 import sys
 
+# The one logger every rank keeps at INFO (the others log warnings only): what each rank starts from.
+EVERY_RANK_LOGGER = "trainer.start"
+
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,

@@ -12,6 +12,7 @@ import sys
 
 from trainer.contract.job import base_dir_from_env, output_dir_of, read_job
 from trainer.cpu import settings as cpu
+from trainer.logs import EVERY_RANK_LOGGER
 from trainer.plan.mpi import rank_from_launcher
 from trainer.planner.planner import make_plan
 from trainer.report import report_failures
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     rank = rank_from_launcher()
     if rank:  # only the chief's log carries progress lines; the others warn and fail loudly
         logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger(EVERY_RANK_LOGGER).setLevel(logging.INFO)
     names = {"who": f"rank {rank} on {os.uname().nodename}"}  # until the job says the host's name
 
     def work():

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from trainer.contract.job import Job
 from trainer.errors import PeerLost, Stopped
+from trainer.logs import EVERY_RANK_LOGGER
 from trainer.supervision.supervise import lost_peer_reason
 from trainer.models import hooks as user_hooks
 from trainer.models.optimizers import build_optimizer_state, learning_rate_for
@@ -28,6 +29,7 @@ from trainer.training.stop import StopRequest
 from trainer.training.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+START_LOG = logging.getLogger(EVERY_RANK_LOGGER)  # a warm start, compared across ranks
 
 
 def train(job: Job, plan, process, runtime, cpu_settings=None) -> dict:
@@ -113,8 +115,8 @@ class TrainingRun:
         self.saved.epoch.assign(start_epoch)
         runtime.sync_initial_state(self.model, self.optimizer)
         warm = self.started_from is not None and not self.started_from.resume
-        if runtime.broadcast_from_chief(int(warm)):  # every rank says what it starts from, to be compared
-            log.info("%s starts from weights %s", self.process.name, weights_fingerprint(self.model))
+        if runtime.broadcast_from_chief(int(warm)):
+            START_LOG.info("%s starts from weights %s", self.process.name, weights_fingerprint(self.model))
         return start_epoch, resume_step
 
     @property
