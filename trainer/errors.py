@@ -9,6 +9,11 @@ class JobError(Exception):
     """
 
 
+class EmptyInput(JobError):
+    """A channel gave no record to train on: its files may hold bytes that are no whole record
+    (a file cut short), which the caller looks for (trainer.training.inputs)."""
+
+
 class Stopped(Exception):
     """Training stopped on request (SIGTERM) after saving what it could; the message says
     where it stopped and what was saved. `reported`: for the failure file (the chief's

@@ -36,6 +36,7 @@ def block(page: str, starts: str) -> str:
 
 PAGES = ["README.md"] + sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
 MODEL_TRAINER = "from sagemaker.train import ModelTrainer\nfrom sagemaker.train.configs import Compute, InputData"
+DAILY, ESTIMATOR = "docs/daily-retraining.md", "from sagemaker.estimator import Estimator\n"
 # (page, how the block starts) -> the test that runs it
 RUN_BY = {
     ("README.md", MODEL_TRAINER + "\n"): "test_the_model_trainer_algorithm_examples",
@@ -51,6 +52,9 @@ RUN_BY = {
     ("docs/your-script.md", "# train.py"): "tests/integration/test_scripts.py::test_the_documented_kit_script",
     ("docs/distribution.md", "from sagemaker.estimator import Estimator\nfrom sagemaker.instance_group import"):
         "tests/container/test_data_groups_in_containers.py::test_the_documented_heterogeneous_job",
+    (DAILY, MODEL_TRAINER + "\n"): "test_the_daily_model_trainer_example",
+    (DAILY, ESTIMATOR + "\nyesterday"): "test_the_daily_model_uri_example",
+    (DAILY, ESTIMATOR + "\ncheckpoints"): "test_the_daily_checkpoint_example",
 }
 
 
@@ -211,3 +215,93 @@ def test_the_model_trainer_multi_worker_mirrored_example(image_2_21, sdk3_path, 
     every_host_succeeded(result, log)
     assert "distribution: multi_worker_mirrored" in log and log.count("epoch 2: loss=") == 2, log[-3000:]
     assert '"environment": "cloud"' in log, log[-3000:]
+
+
+# --- docs/daily-retraining.md: each example run on two days, the second starting from the first
+
+DAYS = ("2026-12-06", "2026-12-07")
+
+
+@pytest.fixture
+def daily_bucket(aws_split, tmp_path):
+    """s3://bucket/ of the daily examples: each day's click logs (the sample's records) and, once
+    the first day's job has run, its model."""
+    folder = tmp_path / "bucket"
+    for day in DAYS:
+        for channel, name in (("training", "train"), ("evaluation", "eval")):
+            os.makedirs(folder / "clicks" / day / name)
+            shutil.copy(aws_split[channel], folder / "clicks" / day / name / f"{name}.tfrecords")
+    return folder
+
+
+def yesterday_s_job(code: str, model_line: str) -> str:
+    """The example as the first day's job: its own day's logs, no model to start from."""
+    first, found = re.subn(model_line, "", code.replace(DAYS[1], DAYS[0]))
+    assert found == 1, f"no {model_line!r} in the example:\n{code}"
+    return first
+
+
+def keep_as_yesterday_s_model(model_data: str, bucket) -> None:
+    os.makedirs(bucket / "models" / DAYS[0])
+    shutil.copy(model_data[len("file://"):], bucket / "models" / DAYS[0] / "model.tar.gz")
+
+
+def assert_warm_started_from(log: str, yesterday_log: str, source: str) -> None:
+    """Today's job started from yesterday's exported weights and trained its own epoch."""
+    assert re.search(rf"start: warm start .* from {source}", log), log[-4000:]
+    exported = re.search(r"exported SavedModel to \S+ \(weights (\w+)\)", yesterday_log).group(1)
+    assert re.findall(r"starts from weights (\w+)", log) == [exported], log[-4000:]
+    assert "epoch=1 " in log, log[-4000:]
+
+
+@pytest.mark.cores(1)
+def test_the_daily_model_trainer_example(image_2_21, sdk3_path, tmp_path, daily_bucket):
+    """SDK 3.x: today's ModelTrainer job gets yesterday's model.tar.gz as InputData "model"."""
+    code = block(DAILY, MODEL_TRAINER + "\n")
+    days = []
+    for day, example in zip(DAYS, (yesterday_s_job(code, r"\n *InputData\(channel_name=\"model\".*"), code)):
+        os.makedirs(tmp_path / day)
+        result, log, _ = run_model_trainer_example(sdk3_path, tmp_path / day, daily_bucket, example, IMAGE_2_21,
+                                                   ONE_HOST_TIMEOUT_SEC)
+        every_host_succeeded(result, log)
+        days.append(log)
+        if day == DAYS[0]:
+            keep_as_yesterday_s_model(result["model_data"], daily_bucket)
+    assert_warm_started_from(days[1], days[0], r"model channel /opt/ml/input/data/model/model\.tar\.gz")
+
+
+@pytest.mark.cores(1)
+def test_the_daily_model_uri_example(sdk_path, tmp_path, daily_bucket):
+    """SDK 2.x: model_uri= with model_channel_name="model", through the SDK's local mode."""
+    code = block(DAILY, ESTIMATOR + "\nyesterday")
+    days = []
+    for day, example in zip(DAYS, (yesterday_s_job(code, r",\s*model_uri=yesterday, model_channel_name=\"model\""),
+                                   code)):
+        os.makedirs(tmp_path / day)
+        result, log, _ = run_example(sdk_path, tmp_path / day, daily_bucket, example, ONE_HOST_TIMEOUT_SEC)
+        every_host_succeeded(result, log)
+        days.append(log)
+        if day == DAYS[0]:
+            keep_as_yesterday_s_model(result["model_data"], daily_bucket)
+    assert_warm_started_from(days[1], days[0], r"model channel /opt/ml/input/data/model/model\.tar\.gz")
+
+
+@pytest.mark.cores(1)
+def test_the_daily_checkpoint_example(sdk_path, tmp_path, daily_bucket):
+    """SDK 2.x: the same checkpoint_s3_uri every day (not in local mode: through `trainer local`,
+    one checkpoint folder in the URI's place, as SageMaker syncs it into every day's job)."""
+    code = block(DAILY, ESTIMATOR + "\ncheckpoints")
+    checkpoints, days = tmp_path / "checkpoints", []
+    for day in DAYS:
+        os.makedirs(tmp_path / day)
+        result, log, _ = run_example(sdk_path, tmp_path / day, daily_bucket, code.replace(DAYS[1], day),
+                                     ONE_HOST_TIMEOUT_SEC)
+        settings = result.get("trainer_local")
+        assert settings and settings["lacks"] == ["checkpoint_s3_uri"], (result, log[-3000:])
+        assert settings["channels"]["training"]["path"].endswith(f"/clicks/{day}/train/"), settings
+        run = run_local(tmp_path / day / "job", {name: value["path"] for name, value in settings["channels"].items()},
+                        settings["hyperparameters"], settings["input_mode"], ONE_HOST_TIMEOUT_SEC,
+                        checkpoint_local_path=checkpoints)
+        assert run.exit_code == 0 and run.succeeded, run.log[-4000:]
+        days.append(run.log)
+    assert_warm_started_from(days[1], days[0], rf"checkpoint {checkpoints}/ckpt-\d+ \(job trainer-local-")

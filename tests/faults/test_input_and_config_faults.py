@@ -43,11 +43,11 @@ def laid_out(job_dir, channels, hp=None, input_mode="File") -> str:
     return str(job_dir)
 
 
-def run_train(job_dir) -> tuple[JobRun, float]:
+def run_train(job_dir, timeout: float = FAIL_FAST_SEC) -> tuple[JobRun, float]:
     """`train` itself on a laid-out folder, as the container runs it."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "trainer.commands.train"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=FAIL_FAST_SEC, env={**os.environ, "SAGEMAKER_BASE_DIR": str(job_dir)})
+                          timeout=timeout, env={**os.environ, "SAGEMAKER_BASE_DIR": str(job_dir)})
     return JobRun(str(job_dir), done.returncode, done.stdout + done.stderr), time.monotonic() - started
 
 

@@ -31,6 +31,7 @@ CONTENTS = {
     "svm": b"1 1:0.5 7:1\n0 3:1 9:0.25\n",
     "parquet": b"PAR1" + b"\0" * 20,
     "junk": b"just some words\n",
+    "gzip cut short": gzip.compress(b"label,I1,C1\n1,5,68fd1e64\n")[:12],
 }
 
 
@@ -74,6 +75,8 @@ def test_format_resolution(tmp_path, requested, names, content_type, expected):
                                       r"\.tfrecord\); b.parquet is Parquet"),
     (["part-0=junk"], "", r"file \S+part-0: its format cannot be told from its name or content \(its first line "
                           r"\('just some words'\) is neither libsvm, tab- nor comma-separated; tried Parquet's PAR1"),
+    (["part-0=gzip cut short"], "", r"file \S+part-0: gzip-compressed, but cannot be "
+                                    r"decompressed \(Compressed file ended before the end-of-stream marker"),
     ([], "application/x-recordio-protobuf", r"channel 'training': ContentType 'application/x-recordio-protobuf' is "
                                             r"not a format the built-in model reads; it reads application/x-parquet, "
                                             r"application/x-tfrecord, text/csv"),
@@ -119,3 +122,15 @@ def test_table_header(tmp_path, content, header, names, width):
     path.write_text(content)
     found = formats.table_header(str(path), "csv", header, 0)
     assert (found.names, found.width) == (names, width)
+
+
+@pytest.mark.parametrize("name, content", [
+    ("day.csv.gz", "gzip cut short"),  # its format by its name, its header unreadable
+    ("part-0", "junk"),  # its format by its content, which tells none
+])
+def test_a_file_that_cannot_be_placed_is_named_with_its_channel(tmp_path, name, content):
+    from trainer.data.pipeline import InputSpec
+
+    (tmp_path / name).write_bytes(CONTENTS[content])
+    with pytest.raises(JobError, match=rf"^channel 'training': file {tmp_path}/{name}: "):
+        InputSpec.for_channels([Channel("training", "File", "FullyReplicated", "", str(tmp_path))], None)

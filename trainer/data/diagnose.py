@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
 import re
 import zlib
 
@@ -134,6 +135,9 @@ def _scan_libsvm(path: str, field_size: int, feature_size: int, compression: str
     return None
 
 
+RECORD_FRAMING = 16  # a TFRecord's bytes besides its data: length (8), its CRC (4), the data's CRC (4)
+
+
 def _scan_tfrecord(path: str, field_size: int, feature_size: int, compression: str = "") -> str | None:
     import numpy as np
     import tensorflow as tf
@@ -141,9 +145,10 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int, compression: s
     from trainer.data.records import batch_parser
 
     parse = batch_parser("tfrecord", field_size)
-    index = 0
+    index = framed = 0  # records read, and the bytes their framing accounts for
     try:
         for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(4096):
+            framed += int(tf.reduce_sum(tf.strings.length(batch)).numpy()) + RECORD_FRAMING * len(batch)
             try:
                 features, _ = parse(batch)
             except tf.errors.InvalidArgumentError as err:
@@ -160,6 +165,10 @@ def _scan_tfrecord(path: str, field_size: int, feature_size: int, compression: s
     except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as err:
         readable = index + _count_readable(tf.data.TFRecordDataset(path, compression_type=compression).skip(index))
         return f"file {path} is truncated or corrupt after record {readable}: {tf_reason(err)}"
+    size = os.path.getsize(path)
+    if not compression and framed < size:  # TensorFlow reads a record header cut short as the file's end
+        return (f"file {path} is truncated after record {index}: its last {size - framed} bytes are "
+                "the start of a record cut short")
     return None
 
 

@@ -13,6 +13,7 @@ Pipe mode each epoch reads a new FIFO.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -53,6 +54,17 @@ def channel_files(channel: Channel) -> list[str]:
     if not files:
         raise JobError(f"channel '{channel.name}': no data files in {channel.path}")
     return files
+
+
+@contextlib.contextmanager
+def files_named_in(channel: Channel):
+    """A file's error ("file ...: ...") as read while placing a channel: said with the channel too."""
+    try:
+        yield
+    except JobError as err:
+        if str(err).startswith("file "):
+            raise JobError(f"channel '{channel.name}': {err}") from None
+        raise
 
 
 def columns_of(resolved: formats.Resolved, channel: Channel, files: list[str],
@@ -125,7 +137,8 @@ class InputSpec:
             here = not channel.is_pipe and (not on_data_hosts or os.path.isdir(channel.path))
             channel_files_ = channel_files(channel) if here else []
             files += channel_files_
-            resolved = formats.resolve_format(requested_format, channel, channel_files_)
+            with files_named_in(channel):
+                resolved = formats.resolve_format(requested_format, channel, channel_files_)
             found.setdefault(resolved.data_format, (channel, resolved, channel_files_))
         if len(found) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} hold different record formats: "
@@ -133,7 +146,8 @@ class InputSpec:
         if len({c.is_gzip for c in channels}) > 1:
             raise JobError(f"channels {', '.join(c.name for c in channels)} differ in CompressionType; give them one")
         (channel, resolved, first_files), = found.values()
-        mapping, header_line = columns_of(resolved, channel, first_files, column_spec)
+        with files_named_in(channel):
+            mapping, header_line = columns_of(resolved, channel, first_files, column_spec)
         if mapping is not None and mapping.by_name and resolved.data_format == "parquet" and first_files:
             column_spec = mapping.by_names()  # every file is read by the first one's column names
         return InputSpec(channels, resolved.data_format, tuple(files), *shard, on_data_hosts=on_data_hosts,

@@ -13,7 +13,7 @@ from trainer.contract.job import Job
 from trainer.data import diagnose
 from trainer.data.columns import ColumnSpec
 from trainer.data.pipeline import EpochInput, InputSpec, pipe_reader, should_cache
-from trainer.errors import JobError
+from trainer.errors import EmptyInput, JobError
 
 INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.errors.UnknownError,
                 tf.errors.OutOfRangeError)
@@ -21,7 +21,8 @@ INPUT_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.erro
 
 @contextlib.contextmanager
 def input_errors_explained(specs, hooks, hp):
-    """Re-raise TensorFlow's input errors as JobErrors naming the channel, file and line."""
+    """Re-raise TensorFlow's input errors as JobErrors naming the channel, file and line; a
+    channel that gave no record at all, as the file that holds bytes but no whole record."""
     try:
         yield
     except INPUT_ERRORS as err:
@@ -29,6 +30,13 @@ def input_errors_explained(specs, hooks, hp):
         if explained is None:
             raise
         raise explained from err
+    except EmptyInput as err:
+        found = None if hooks.custom_parse else next(
+            (bad for spec in specs if not spec.is_pipe
+             for bad in [diagnose.find_bad_record(spec, hp.field_size, hp.feature_size)] if bad), None)
+        if found is None:
+            raise
+        raise found from err
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from trainer.errors import JobError
+from trainer.errors import EmptyInput, JobError
 from trainer.training import equal_steps
 
 
@@ -44,7 +44,7 @@ def fit_one_epoch(model, dataset, epoch: int, callbacks: list, steps: int | None
         if may_be_empty:
             return None
         if not history:
-            raise JobError(f"channel '{channel_name}' holds no records to train on")
+            raise EmptyInput(f"channel '{channel_name}' holds no records to train on")
         raise JobError(f"channel '{channel_name}': no training step ran in epoch {epoch + 1}: "
                        "a process's shard of the training data is empty (see P5 in docs/pitfalls.md); "
                        "give every process data, or use fewer processes")
