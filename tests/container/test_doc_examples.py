@@ -254,36 +254,38 @@ def assert_warm_started_from(log: str, yesterday_log: str, source: str) -> None:
     assert "epoch=1 " in log, log[-4000:]
 
 
+def yesterday_then_today(tmp_path, bucket, code: str, model_line: str, run_day) -> list[str]:
+    """The example run as yesterday's job (its model kept in the bucket), then as written; their
+    logs. `run_day(folder, example)`: (result, log) of one job."""
+    logs = []
+    for day, example in zip(DAYS, (yesterday_s_job(code, model_line), code)):
+        os.makedirs(tmp_path / day)
+        result, log = run_day(tmp_path / day, example)
+        every_host_succeeded(result, log)
+        logs.append(log)
+        if day == DAYS[0]:
+            keep_as_yesterday_s_model(result["model_data"], bucket)
+    return logs
+
+
 @pytest.mark.cores(1)
 def test_the_daily_model_trainer_example(image_2_21, sdk3_path, tmp_path, daily_bucket):
     """SDK 3.x: today's ModelTrainer job gets yesterday's model.tar.gz as InputData "model"."""
-    code = block(DAILY, MODEL_TRAINER + "\n")
-    days = []
-    for day, example in zip(DAYS, (yesterday_s_job(code, r"\n *InputData\(channel_name=\"model\".*"), code)):
-        os.makedirs(tmp_path / day)
-        result, log, _ = run_model_trainer_example(sdk3_path, tmp_path / day, daily_bucket, example, IMAGE_2_21,
-                                                   ONE_HOST_TIMEOUT_SEC)
-        every_host_succeeded(result, log)
-        days.append(log)
-        if day == DAYS[0]:
-            keep_as_yesterday_s_model(result["model_data"], daily_bucket)
-    assert_warm_started_from(days[1], days[0], r"model channel /opt/ml/input/data/model/model\.tar\.gz")
+    yesterday, today = yesterday_then_today(
+        tmp_path, daily_bucket, block(DAILY, MODEL_TRAINER + "\n"), r"\n *InputData\(channel_name=\"model\".*",
+        lambda folder, example: run_model_trainer_example(sdk3_path, folder, daily_bucket, example, IMAGE_2_21,
+                                                          ONE_HOST_TIMEOUT_SEC)[:2])
+    assert_warm_started_from(today, yesterday, r"model channel /opt/ml/input/data/model/model\.tar\.gz")
 
 
 @pytest.mark.cores(1)
 def test_the_daily_model_uri_example(sdk_path, tmp_path, daily_bucket):
     """SDK 2.x: model_uri= with model_channel_name="model", through the SDK's local mode."""
-    code = block(DAILY, ESTIMATOR + "\nyesterday")
-    days = []
-    for day, example in zip(DAYS, (yesterday_s_job(code, r",\s*model_uri=yesterday, model_channel_name=\"model\""),
-                                   code)):
-        os.makedirs(tmp_path / day)
-        result, log, _ = run_example(sdk_path, tmp_path / day, daily_bucket, example, ONE_HOST_TIMEOUT_SEC)
-        every_host_succeeded(result, log)
-        days.append(log)
-        if day == DAYS[0]:
-            keep_as_yesterday_s_model(result["model_data"], daily_bucket)
-    assert_warm_started_from(days[1], days[0], r"model channel /opt/ml/input/data/model/model\.tar\.gz")
+    yesterday, today = yesterday_then_today(
+        tmp_path, daily_bucket, block(DAILY, ESTIMATOR + "\nyesterday"),
+        r",\s*model_uri=yesterday, model_channel_name=\"model\"",
+        lambda folder, example: run_example(sdk_path, folder, daily_bucket, example, ONE_HOST_TIMEOUT_SEC)[:2])
+    assert_warm_started_from(today, yesterday, r"model channel /opt/ml/input/data/model/model\.tar\.gz")
 
 
 @pytest.mark.cores(1)
