@@ -30,10 +30,10 @@ def input_errors_explained(specs, hooks, hp):
         if explained is None:
             raise
         raise explained from err
-    except EmptyInput as err:
-        found = None if hooks.custom_parse else next(
-            (bad for spec in specs if not spec.is_pipe
-             for bad in [diagnose.find_bad_record(spec, hp.field_size, hp.feature_size)] if bad), None)
+    except EmptyInput as err:  # the training input's (the first spec's), never the evaluation's
+        training = specs[0]
+        found = None if hooks.custom_parse or training.is_pipe else diagnose.find_bad_record(
+            training, hp.field_size, hp.feature_size)
         if found is None:
             raise
         raise found from err
@@ -51,6 +51,7 @@ class Inputs:
 
     @property
     def specs(self) -> list[InputSpec]:
+        """The training input's spec first, then the evaluation's (if it reads one)."""
         return [spec for spec in (self.train_spec, self.eval_spec) if spec]
 
     @staticmethod
