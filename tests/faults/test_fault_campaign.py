@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, note, seed, settings
 from hypothesis import strategies as st
 
 from conftest import CRITEO_SAMPLE, shared_file
-from test_input_and_config_faults import laid_out, run_train
+from test_input_and_config_faults import laid_out, record_ends, run_train
 from trainer.contract.hyperparameters import SPECS
 from trainer.errors import JobError
 from watched import first_line
@@ -313,15 +313,6 @@ def job_on_file(folders, name: str, data: bytes) -> str:
     return laid_out(folder / "job", {"training": [str(folder / name)]}, {"batch_size": 16, "num_epochs": 1})
 
 
-def tfrecord_boundaries(data: bytes) -> set[int]:
-    """Where each record of a TFRecord file ends (its framing: length, CRC, data, CRC)."""
-    ends, offset = {0}, 0
-    while offset + 12 <= len(data):
-        offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
-        ends.add(offset)
-    return ends
-
-
 @st.composite
 def a_file_cut_short(draw):
     """(file name, its bytes, cut short where no record or row ends)."""
@@ -334,8 +325,7 @@ def a_file_cut_short(draw):
     elif kind == "csv.gz":
         whole = gzip.compress(("\n".join(lines) + "\n").encode())
     elif kind == "libsvm.gz":
-        whole = gzip.compress(("\n".join(f"{line.split(',')[0]} " + " ".join(
-            f"{index}:1" for index in range(1, 40)) for line in lines[1:]) + "\n").encode())
+        whole = gzip.compress(("\n".join(libsvm_lines()) + "\n").encode())
     else:
         import io
 
@@ -347,7 +337,7 @@ def a_file_cut_short(draw):
         whole = sink.getvalue()
     cut = draw(st.integers(1, len(whole) - 1), label="cut at")
     if kind == "tfrecords":
-        assume(cut not in tfrecord_boundaries(whole))
+        assume(cut not in record_ends(whole))
     return f"cut.{kind}", whole[:cut]
 
 

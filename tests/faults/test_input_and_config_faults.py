@@ -74,15 +74,20 @@ def half_of(path, tmp_path):
     return cut
 
 
-def count_complete_records(path):
-    """TFRecord framing read by hand: 8-byte length, 4-byte CRC, data, 4-byte CRC."""
-    data, offset, count = open(path, "rb").read(), 0, 0
+def record_ends(data: bytes) -> list[int]:
+    """Where each complete record of TFRecord bytes ends, read by hand: 8-byte length, 4-byte
+    CRC, data, 4-byte CRC."""
+    ends, offset = [], 0
     while offset + 12 <= len(data):
         offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
         if offset > len(data):
             break
-        count += 1
-    return count
+        ends.append(offset)
+    return ends
+
+
+def count_complete_records(path):
+    return len(record_ends(open(path, "rb").read()))
 
 
 def test_truncated_tfrecord_names_the_file(aws_split, tmp_path, record_fault):
