@@ -8,7 +8,8 @@ import re
 from trainer.local.runner import JOB_NAME_FILE, LocalJob
 
 
-def test_every_job_gets_a_name_that_a_restart_in_its_folder_keeps(tmp_path):
+def test_every_job_gets_a_name_that_a_restart_in_its_folder_keeps(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINING_JOB_NAME", raising=False)
     job = LocalJob({}, {})
     first = job.job_name_in(str(tmp_path / "a"))
     assert re.fullmatch(r"trainer-local-\d{4}(-\d\d){5}-\d{3}", first), first
@@ -17,6 +18,9 @@ def test_every_job_gets_a_name_that_a_restart_in_its_folder_keeps(tmp_path):
     named = LocalJob({}, {}, job_name="day-2")
     assert named.job_name_in(str(tmp_path / "a")) == "day-2"  # given: it wins, and is kept
     assert job.job_name_in(str(tmp_path / "a")) == "day-2"
+    monkeypatch.setenv("TRAINING_JOB_NAME", "from-the-environment")  # as SageMaker sets it: above the folder's
+    assert job.job_name_in(str(tmp_path / "a")) == "from-the-environment"
+    assert named.job_name_in(str(tmp_path / "b")) == "day-2"  # --job-name above both
 
 
 def test_a_model_channel_is_laid_out_in_file_mode_with_its_folders(tmp_path):

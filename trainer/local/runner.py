@@ -89,7 +89,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "decompressed and wraps each file in a RecordIO record, as SageMaker does (repeatable)")
     parser.add_argument("--job-name", metavar="NAME", default="",
                         help="the job's name (SageMaker's TRAINING_JOB_NAME), which tells a restart's own checkpoints "
-                             "from another job's; default: the name the job folder was first run under, else a new one")
+                             "from another job's; default: TRAINING_JOB_NAME where the environment sets it, else the name "
+                             "the job folder was first run under, else a new one")
     parser.add_argument("--checkpoint-local-path", metavar="PATH",
                         help="the job's CheckpointConfig LocalPath (the SDK's checkpoint_local_path): where "
                              "checkpoints are written and resumed from (with several hosts, PATH/<host>)")
@@ -162,11 +163,12 @@ class LocalJob:
                         getattr(args, "network_interface_name", "eth0"), getattr(args, "job_name", "") or "")
 
     def job_name_in(self, job_dir: str) -> str:
-        """The job's name: --job-name, else the one the folder was first run under (a run in the
-        same folder is that job restarted, as SageMaker restarts a job under its name), else a new
-        one in SageMaker's style; remembered in the folder."""
+        """The job's name: --job-name, else TRAINING_JOB_NAME where the caller's environment sets it
+        (as SageMaker would: S3 prefixes are named after it), else the one the folder was first run
+        under (a run in the same folder is that job restarted, as SageMaker restarts a job under its
+        name), else a new one in SageMaker's style; remembered in the folder."""
         remembered = os.path.join(job_dir, JOB_NAME_FILE)
-        name = self.job_name
+        name = self.job_name or os.environ.get(JOB_NAME_ENV, "")
         if not name and os.path.exists(remembered):
             with open(remembered, encoding="utf-8") as f:
                 name = f.read().strip()
