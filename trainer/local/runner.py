@@ -130,7 +130,7 @@ class LocalJob:
     groups: tuple = ()  # (name, count, instance type): a heterogeneous cluster's instance groups
     host_cpus: int = 0  # CPUs of each host's own (0: every host may use every CPU)
     network_interface_name: str = "eth0"  # resourceconfig.json's
-    job_name: str = ""  # TRAINING_JOB_NAME ("": the job folder's, else a new one: job_name_in)
+    job_name: str = ""  # TRAINING_JOB_NAME ("": the environment's, else the job folder's, else a new one: job_name_in)
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> "LocalJob":
